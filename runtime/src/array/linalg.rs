@@ -1,0 +1,136 @@
+//! Matrix products.
+
+use crate::cpu::matmul;
+use crate::dtype::with_dtype;
+use crate::error::{Error, Result};
+use crate::layout::broadcast_shapes;
+use crate::{Array, DType};
+
+use super::elementwise::{check_binary, unsupported, NUMERIC};
+
+impl Array {
+    /// Matrix product with NumPy's `matmul` rules: 1-D operands are promoted to a row (left) or a
+    /// column (right) and the added axis removed; leading axes are batch axes and broadcast.
+    ///
+    /// ```
+    /// use kusari::Array;
+    /// let a = Array::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// let v = Array::from_vec(vec![1.0f32, 1.0], &[2]).unwrap();
+    /// assert_eq!(a.matmul(&v).unwrap().to_vec::<f32>().unwrap(), vec![3.0, 7.0]);
+    /// ```
+    pub fn matmul(&self, rhs: &Array) -> Result<Array> {
+        const OP: &str = "matmul";
+        check_binary(OP, self, rhs).or_else(|e| match e {
+            // Shapes are checked below with matmul's own rules.
+            Error::Broadcast { .. } => Ok(vec![]),
+            e => Err(e),
+        })?;
+        if self.ndim() == 0 || rhs.ndim() == 0 {
+            return Err(Error::Shape {
+                op: OP,
+                msg: format!(
+                    "operands must have at least one dimension, got {:?} and {:?}",
+                    self.shape(),
+                    rhs.shape()
+                ),
+            });
+        }
+        let a = if self.ndim() == 1 {
+            self.expand_dims(0)?
+        } else {
+            self.clone()
+        };
+        let b = if rhs.ndim() == 1 {
+            rhs.expand_dims(-1)?
+        } else {
+            rhs.clone()
+        };
+        let (n, k) = (a.shape()[a.ndim() - 2], a.shape()[a.ndim() - 1]);
+        let (k2, m) = (b.shape()[b.ndim() - 2], b.shape()[b.ndim() - 1]);
+        let mismatch = || Error::Shape {
+            op: OP,
+            msg: format!(
+                "inner dimensions differ: {:?} @ {:?} ({k} vs {k2})",
+                self.shape(),
+                rhs.shape()
+            ),
+        };
+        if k != k2 {
+            return Err(mismatch());
+        }
+        let batch = broadcast_shapes(OP, &a.shape()[..a.ndim() - 2], &b.shape()[..b.ndim() - 2])?;
+        let mut out_shape = batch.clone();
+        out_shape.extend([n, m]);
+        let out = match self.dtype() {
+            DType::Bool => return Err(unsupported(OP, self, NUMERIC)),
+            // Half precision multiplies in f32 (matrixmultiply has no f16 kernel).
+            DType::F16 | DType::BF16 => {
+                return a
+                    .astype(DType::F32)?
+                    .matmul(&b.astype(DType::F32)?)
+                    .and_then(|r| r.astype(self.dtype()))
+                    .and_then(|r| squeeze_promoted(r, self.ndim(), rhs.ndim()));
+            }
+            dtype => with_dtype!(dtype, T => {
+                let v = matmul_typed::<T>(&a, &b, &batch, (n, k, m))?;
+                Array::from_cpu_vec(v, &out_shape)
+            }),
+        };
+        squeeze_promoted(out, self.ndim(), rhs.ndim())
+    }
+}
+
+/// Removes the axes that 1-D operands were promoted with.
+fn squeeze_promoted(out: Array, lhs_ndim: usize, rhs_ndim: usize) -> Result<Array> {
+    let out = if rhs_ndim == 1 {
+        out.squeeze(Some(&[-1]))?
+    } else {
+        out
+    };
+    if lhs_ndim == 1 {
+        out.squeeze(Some(&[-2 + (rhs_ndim == 1) as isize]))
+    } else {
+        Ok(out)
+    }
+}
+
+trait MatmulElement: crate::dtype::Element {
+    fn product(
+        a: &Array,
+        b: &Array,
+        batch: &[usize],
+        nkm: (usize, usize, usize),
+    ) -> Result<Vec<Self>>;
+}
+
+fn matmul_typed<T: MatmulElement>(
+    a: &Array,
+    b: &Array,
+    batch: &[usize],
+    nkm: (usize, usize, usize),
+) -> Result<Vec<T>> {
+    T::product(a, b, batch, nkm)
+}
+
+macro_rules! matmul_element {
+    ($($t:ty),*) => {$(
+        impl MatmulElement for $t {
+            fn product(a: &Array, b: &Array, batch: &[usize], nkm: (usize, usize, usize)) -> Result<Vec<Self>> {
+                Ok(matmul(a.host::<$t>("matmul")?, b.host::<$t>("matmul")?, batch, nkm))
+            }
+        }
+    )*};
+}
+matmul_element!(i32, i64, f32, f64);
+
+macro_rules! matmul_unreachable {
+    ($($t:ty),*) => {$(
+        impl MatmulElement for $t {
+            fn product(a: &Array, _: &Array, _: &[usize], _: (usize, usize, usize)) -> Result<Vec<Self>> {
+                // Handled before dispatch (bool is rejected, half precision goes through f32).
+                Err(unsupported("matmul", a, NUMERIC))
+            }
+        }
+    )*};
+}
+matmul_unreachable!(bool, half::f16, half::bf16);

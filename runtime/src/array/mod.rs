@@ -1,0 +1,369 @@
+//! [`Array`]: an n-dimensional array with a runtime dtype and device, cheap to clone.
+
+mod elementwise;
+mod linalg;
+mod ops;
+mod reduce;
+mod shape;
+
+use std::fmt;
+use std::sync::{Arc, Weak};
+
+use ndarray::{ArrayD, ArrayViewD, Dimension};
+
+use crate::cpu::{map1, CpuRef, CpuStorage};
+use crate::dtype::{with_dtype, Element};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::random::Rng;
+use crate::storage::Storage;
+use crate::{DType, Device};
+
+/// An n-dimensional array: a shared buffer on a device, a dtype known at run time, and a layout
+/// (shape, strides, offset) into the buffer.
+///
+/// Cloning is cheap (the buffer is shared), and so are the views that transpose, broadcast,
+/// flip, slice or reshape a contiguous array. Arrays are immutable: operations return new arrays.
+/// Every operation returns [`Result`]; operators are implemented for `Array`, `&Array` and
+/// `Result<Array>`, so expressions chain:
+///
+/// ```
+/// use kusari::{Array, Result};
+/// # fn main() -> Result<()> {
+/// let x = Array::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?;
+/// let y = Array::from_vec(vec![4.0f32, 5.0, 6.0], &[3])?;
+/// let w = ((&x * &y)? + 1.0)?;
+/// assert_eq!(w.to_vec::<f32>()?, vec![5.0, 11.0, 19.0]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Array {
+    storage: Arc<Storage>,
+    layout: Layout,
+}
+
+/// A weak handle on an array's buffer: tells whether the buffer is still alive without keeping it.
+#[derive(Clone, Debug)]
+pub struct WeakArray(Weak<Storage>);
+
+impl WeakArray {
+    /// Whether any array still holds the buffer.
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
+impl Array {
+    /// A C-contiguous array over `data`, whose length the caller guarantees is `shape`'s size.
+    pub(crate) fn from_cpu_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Self {
+        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
+        Array {
+            storage: Arc::new(Storage::Cpu(CpuStorage::from_vec(data))),
+            layout: Layout::contiguous(shape),
+        }
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// A typed host reference, if the array is on the host and holds `T`.
+    pub(crate) fn cpu<T: Element>(&self) -> Option<CpuRef<'_, T>> {
+        match &*self.storage {
+            Storage::Cpu(s) => s.as_slice::<T>().map(|data| CpuRef {
+                data,
+                layout: &self.layout,
+            }),
+        }
+    }
+
+    /// A view of the same buffer with another layout.
+    pub(crate) fn with_layout(&self, layout: Layout) -> Self {
+        Array {
+            storage: self.storage.clone(),
+            layout,
+        }
+    }
+
+    // ----- constructors -----
+
+    /// An array of `shape` over `data` in C order.
+    ///
+    /// ```
+    /// let a = kusari::Array::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+    /// assert_eq!(a.shape(), &[2, 3]);
+    /// assert!(kusari::Array::from_vec(vec![1.0f32; 5], &[2, 3]).is_err());
+    /// ```
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Self> {
+        let size: usize = shape.iter().product();
+        if data.len() != size {
+            return Err(Error::Shape {
+                op: "from_vec",
+                msg: format!(
+                    "{} {} element(s) do not fill shape {shape:?} ({size} elements)",
+                    data.len(),
+                    T::DTYPE
+                ),
+            });
+        }
+        Ok(Self::from_cpu_vec(data, shape))
+    }
+
+    /// Takes an ndarray array (any dimensionality and memory order) without copying a C-order one.
+    pub fn from_ndarray<T: Element, D: Dimension>(a: ndarray::Array<T, D>) -> Self {
+        let shape = a.shape().to_vec();
+        Self::from_cpu_vec(crate::cpu::into_c_vec(a.into_dyn()), &shape)
+    }
+
+    /// A 0-dimensional array holding `value`.
+    pub fn scalar<T: Element>(value: T) -> Self {
+        Self::from_cpu_vec(vec![value], &[])
+    }
+
+    /// An array of `shape` filled with `value` (cast to `dtype`).
+    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Self {
+        let size = shape.iter().product();
+        with_dtype!(dtype, T => Self::from_cpu_vec(vec![T::from_f64(value); size], shape))
+    }
+
+    /// Zeros of `shape` and `dtype`.
+    pub fn zeros(shape: &[usize], dtype: DType) -> Self {
+        Self::full(shape, 0.0, dtype)
+    }
+
+    /// Ones of `shape` and `dtype`.
+    pub fn ones(shape: &[usize], dtype: DType) -> Self {
+        Self::full(shape, 1.0, dtype)
+    }
+
+    /// `value` in this array's shape, dtype and device.
+    pub fn full_like(&self, value: f64) -> Self {
+        Self::full(self.shape(), value, self.dtype())
+    }
+
+    /// Zeros in this array's shape, dtype and device.
+    pub fn zeros_like(&self) -> Self {
+        self.full_like(0.0)
+    }
+
+    /// Ones in this array's shape, dtype and device.
+    pub fn ones_like(&self) -> Self {
+        self.full_like(1.0)
+    }
+
+    /// `start, start + step, ...` below `stop` (above it for a negative step), as NumPy's arange.
+    ///
+    /// ```
+    /// let a = kusari::Array::arange(0.0, 1.0, 0.25, kusari::DType::F64).unwrap();
+    /// assert_eq!(a.to_vec::<f64>().unwrap(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// ```
+    pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Self> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+            return Err(Error::Shape {
+                op: "arange",
+                msg: format!(
+                    "start {start}, stop {stop} and step {step} must be finite and step non-zero"
+                ),
+            });
+        }
+        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        Ok(with_dtype!(dtype, T => Self::from_cpu_vec(
+            (0..n).map(|i| T::from_f64(start + i as f64 * step)).collect(),
+            &[n],
+        )))
+    }
+
+    /// Samples from `U[low, high)`, drawn from `rng` (cast to `dtype`).
+    pub fn uniform(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut Rng) -> Self {
+        let size = shape.iter().product();
+        with_dtype!(dtype, T => Self::from_cpu_vec(
+            (0..size).map(|_| T::from_f64(low + (high - low) * rng.next_f64())).collect(),
+            shape,
+        ))
+    }
+
+    /// Samples from `N(mean, std²)`, drawn from `rng` (cast to `dtype`).
+    pub fn normal(shape: &[usize], mean: f64, std: f64, dtype: DType, rng: &mut Rng) -> Self {
+        let size = shape.iter().product();
+        with_dtype!(dtype, T => Self::from_cpu_vec(
+            (0..size).map(|_| T::from_f64(mean + std * rng.next_normal())).collect(),
+            shape,
+        ))
+    }
+
+    // ----- properties -----
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.layout.ndim()
+    }
+
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+
+    /// The device holding the buffer.
+    pub fn device(&self) -> Device {
+        self.storage.device()
+    }
+
+    /// Element strides (may be zero for broadcast axes, negative for flipped ones).
+    pub fn strides(&self) -> Vec<isize> {
+        self.layout.strides()
+    }
+
+    /// Whether the elements lie in C order without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
+    /// Whether two arrays are views of the same buffer.
+    pub fn shares_buffer(&self, other: &Array) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+
+    /// A weak handle on the buffer, to observe when it is freed.
+    pub fn downgrade(&self) -> WeakArray {
+        WeakArray(Arc::downgrade(&self.storage))
+    }
+
+    // ----- data out -----
+
+    fn element_type_error<T: Element>(&self, op: &'static str) -> Error {
+        Error::ElementType {
+            op,
+            requested: T::DTYPE,
+            actual: self.dtype(),
+        }
+    }
+
+    /// An ndarray view of the elements, for CPU code written with ndarray.
+    ///
+    /// Fails when `T` is not the dtype, or when the array is not on the host.
+    pub fn view<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
+        self.host::<T>("view").map(|r| r.view())
+    }
+
+    pub(crate) fn host<T: Element>(&self, op: &'static str) -> Result<CpuRef<'_, T>> {
+        if !self.device().is_cpu() {
+            return Err(Error::DeviceMismatch {
+                op: op.to_string(),
+                lhs: self.device(),
+                rhs: Device::Cpu,
+            });
+        }
+        self.cpu::<T>()
+            .ok_or_else(|| self.element_type_error::<T>(op))
+    }
+
+    /// The elements in C order.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.host::<T>("to_vec")?.to_cow().into_owned())
+    }
+
+    /// The elements in C order converted to `f64`, whatever the dtype.
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        with_dtype!(self.dtype(), T => Ok(self
+            .host::<T>("to_f64_vec")?
+            .to_cow()
+            .iter()
+            .map(|v| v.to_f64())
+            .collect()))
+    }
+
+    /// A copy as an ndarray array.
+    pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
+        Ok(self.view::<T>()?.to_owned())
+    }
+
+    /// The single element of a size-1 array.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.size() != 1 {
+            return Err(Error::Shape {
+                op: "item",
+                msg: format!(
+                    "only a one-element array has an item, not shape {:?}",
+                    self.shape()
+                ),
+            });
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The same elements on `device`. On the same device this shares the buffer.
+    pub fn to_device(&self, device: Device) -> Result<Array> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        Err(Error::CudaUnavailable {
+            op: format!("to_device({device})"),
+            reason: "this build of kusari has no CUDA backend".to_string(),
+        })
+    }
+
+    /// The elements converted to `dtype` (the same array when the dtype already matches).
+    ///
+    /// Float to integer truncates and saturates; non-zero becomes `true`.
+    pub fn astype(&self, dtype: DType) -> Result<Array> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        with_dtype!(self.dtype(), S => {
+            let a = self.host::<S>("astype")?;
+            Ok(with_dtype!(dtype, D => Array::from_cpu_vec(map1(a, |x| D::from_f64(x.to_f64())), self.shape())))
+        })
+    }
+
+    /// A C-contiguous array with the same elements (the same array if already contiguous).
+    pub fn contiguous(&self) -> Array {
+        if self.is_contiguous() {
+            return self.clone();
+        }
+        with_dtype!(self.dtype(), T => match self.cpu::<T>() {
+            Some(a) => Array::from_cpu_vec(map1(a, |x| x), self.shape()),
+            None => self.clone(),
+        })
+    }
+}
+
+impl<T: Element, D: Dimension> From<ndarray::Array<T, D>> for Array {
+    fn from(a: ndarray::Array<T, D>) -> Self {
+        Array::from_ndarray(a)
+    }
+}
+
+impl fmt::Debug for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Array({}{:?} on {}",
+            self.dtype(),
+            self.shape(),
+            self.device()
+        )?;
+        with_dtype!(self.dtype(), T => match self.cpu::<T>() {
+            Some(a) => write!(f, ", {})", a.view()),
+            None => f.write_str(")"),
+        })
+    }
+}
+
+impl fmt::Display for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        with_dtype!(self.dtype(), T => match self.cpu::<T>() {
+            Some(a) => write!(f, "{}", a.view()),
+            None => write!(f, "<{} {:?} on {}>", self.dtype(), self.shape(), self.device()),
+        })
+    }
+}

@@ -1,0 +1,95 @@
+//! Reductions over axes: sum, mean, max, min.
+
+use crate::cpu::{reduce, Reduction};
+use crate::dtype::with_num_dtype;
+use crate::error::{Error, Result};
+use crate::layout::normalize_axes;
+use crate::{Array, DType};
+
+use super::elementwise::{unsupported, FLOATING, NUMERIC};
+
+impl Array {
+    fn reduce(
+        &self,
+        op: &'static str,
+        axes: Option<&[isize]>,
+        keepdims: bool,
+        kind: Reduction,
+    ) -> Result<Array> {
+        let axes = normalize_axes(op, axes, self.shape())?;
+        if kind != Reduction::Sum && axes.iter().any(|&a| self.shape()[a] == 0) {
+            return Err(Error::Shape {
+                op,
+                msg: format!("zero-size axis in shape {:?} has no {op}", self.shape()),
+            });
+        }
+        // Half-precision sums accumulate in f32: summing many f16 values in f16 loses the result.
+        if kind == Reduction::Sum && matches!(self.dtype(), DType::F16 | DType::BF16) {
+            return self
+                .astype(DType::F32)?
+                .reduce(
+                    op,
+                    Some(&axes.iter().map(|&a| a as isize).collect::<Vec<_>>()),
+                    keepdims,
+                    kind,
+                )?
+                .astype(self.dtype());
+        }
+        let reduced: Vec<usize> = (0..self.ndim())
+            .filter(|a| !axes.contains(a))
+            .map(|a| self.shape()[a])
+            .collect();
+        let out = with_num_dtype!(self.dtype(), T => {
+            Array::from_cpu_vec(reduce(self.host::<T>(op)?, &axes, kind), &reduced)
+        }, bool => return Err(unsupported(op, self, NUMERIC)));
+        if keepdims {
+            let kept: Vec<usize> = (0..self.ndim())
+                .map(|a| {
+                    if axes.contains(&a) {
+                        1
+                    } else {
+                        self.shape()[a]
+                    }
+                })
+                .collect();
+            return out.reshape(&kept);
+        }
+        Ok(out)
+    }
+
+    /// Sum over `axes` (`None`: all), keeping them as length 1 when `keepdims`.
+    ///
+    /// ```
+    /// let a = kusari::Array::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(a.sum(Some(&[0]), false).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
+    /// assert_eq!(a.sum(None, true).unwrap().shape(), &[1, 1]);
+    /// ```
+    pub fn sum(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
+        self.reduce("sum", axes, keepdims, Reduction::Sum)
+    }
+
+    /// Sum of all elements, as a 0-dimensional array.
+    pub fn sum_all(&self) -> Result<Array> {
+        self.sum(None, false)
+    }
+
+    /// Mean over `axes` (`None`: all) of a floating-point array.
+    pub fn mean(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
+        if !self.dtype().is_float() {
+            return Err(unsupported("mean", self, FLOATING));
+        }
+        let axes_n = normalize_axes("mean", axes, self.shape())?;
+        let count: usize = axes_n.iter().map(|&a| self.shape()[a]).product();
+        self.sum(axes, keepdims)?.div_scalar(count as f64)
+    }
+
+    /// Maximum over `axes` (`None`: all); NaN propagates.
+    pub fn max(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
+        self.reduce("max", axes, keepdims, Reduction::Max)
+    }
+
+    /// Minimum over `axes` (`None`: all); NaN propagates.
+    pub fn min(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
+        self.reduce("min", axes, keepdims, Reduction::Min)
+    }
+}

@@ -1,0 +1,490 @@
+//! The backward pass: [`Variable::backward`] and the functional [`grad`].
+//!
+//! Functions are processed from the highest rank down (a max-heap), so every gradient reaching a
+//! variable is summed before the function that created it runs. Gradients returned by user code
+//! are always checked: one per input, with the input's shape, dtype and device.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::config;
+use crate::error::{Error, Result};
+use crate::function_node::{describe, BackwardContext, FuncNode};
+use crate::variable::{lock, VarNode, Variable};
+
+/// Options of [`Variable::backward_with`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackwardOptions {
+    /// Keep the gradients of intermediate variables (by default only leaves keep theirs).
+    pub retain_grad: bool,
+    /// Record the backward computation itself, so gradients can be differentiated again.
+    pub enable_double_backprop: bool,
+    /// Multiply the initial gradient by this factor (loss scaling for half precision); leaves
+    /// remember it ([`Variable::loss_scale`]) so an optimizer can undo it.
+    pub loss_scale: Option<f64>,
+}
+
+/// Options of [`grad`].
+#[derive(Clone, Debug, Default)]
+pub struct GradOptions {
+    /// Initial gradients added to the inputs' results (one per input, `None` for none).
+    pub grad_inputs: Option<Vec<Option<Variable>>>,
+    /// Also store the results as the inputs' `grad`.
+    pub set_grad: bool,
+    /// Keep intermediate gradients on their variables.
+    pub retain_grad: bool,
+    /// Record the backward computation so the results can be differentiated again.
+    pub enable_double_backprop: bool,
+    /// Multiply the initial gradients by this factor.
+    pub loss_scale: Option<f64>,
+}
+
+type NodeKey = *const VarNode;
+
+fn key(node: &Arc<VarNode>) -> NodeKey {
+    Arc::as_ptr(node)
+}
+
+/// A function waiting in the heap, ordered by rank (ties by insertion order).
+struct Pending {
+    rank: u32,
+    seq: usize,
+    func: Arc<FuncNode>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        (self.rank, self.seq) == (o.rank, o.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.rank, std::cmp::Reverse(self.seq)).cmp(&(o.rank, std::cmp::Reverse(o.seq)))
+    }
+}
+
+/// Where the gradients of leaves go.
+enum Sink<'a> {
+    /// `backward()`: accumulate into every leaf's `grad`.
+    Leaves,
+    /// `grad()`: collect for these nodes only; touch no `grad`.
+    Targets(&'a HashSet<NodeKey>),
+}
+
+struct Engine<'a> {
+    sink: Sink<'a>,
+    retain_grad: bool,
+    double: bool,
+    loss_scale: Option<f64>,
+    grads: HashMap<NodeKey, (Arc<VarNode>, Variable)>,
+    heap: BinaryHeap<Pending>,
+    queued: HashSet<*const FuncNode>,
+    /// For `grad()`: functions below which a target lies (memoised).
+    reaches: HashMap<*const FuncNode, bool>,
+}
+
+/// Sums two gradients of one variable (differentiably when double backprop is on).
+fn accumulate(a: &Variable, b: &Variable) -> Result<Variable> {
+    crate::functions::add(a, b)
+}
+
+impl<'a> Engine<'a> {
+    fn new(sink: Sink<'a>, retain_grad: bool, double: bool, loss_scale: Option<f64>) -> Self {
+        Engine {
+            sink,
+            retain_grad,
+            double,
+            loss_scale,
+            grads: HashMap::new(),
+            heap: BinaryHeap::new(),
+            queued: HashSet::new(),
+            reaches: HashMap::new(),
+        }
+    }
+
+    fn is_target(&self, node: &Arc<VarNode>) -> bool {
+        match self.sink {
+            Sink::Leaves => false,
+            Sink::Targets(t) => t.contains(&key(node)),
+        }
+    }
+
+    /// Whether a gradient flowing into `node` can reach a target (always, for `backward()`).
+    fn leads_to_target(&mut self, node: &Arc<VarNode>) -> bool {
+        match self.sink {
+            Sink::Leaves => true,
+            Sink::Targets(targets) => targets.contains(&key(node)) || self.leads_below(node),
+        }
+    }
+
+    /// Whether a target lies below the function that created `node`.
+    fn leads_below(&mut self, node: &Arc<VarNode>) -> bool {
+        node.creator().is_some_and(|f| self.func_reaches(f))
+    }
+
+    /// Whether a target lies among the inputs of `root` or below them (iterative post-order
+    /// walk, memoised per function).
+    fn func_reaches(&mut self, root: Arc<FuncNode>) -> bool {
+        let Sink::Targets(targets) = self.sink else {
+            return true;
+        };
+        let root_key = Arc::as_ptr(&root);
+        let mut stack = vec![(root, false)];
+        while let Some((f, expanded)) = stack.pop() {
+            let fk = Arc::as_ptr(&f);
+            if self.reaches.contains_key(&fk) {
+                continue;
+            }
+            let inputs = f.inputs.iter().filter(|s| s.node.requires_grad);
+            if expanded {
+                let hit = inputs.clone().any(|s| {
+                    targets.contains(&key(&s.node))
+                        || s.node.creator().is_some_and(|c| {
+                            self.reaches.get(&Arc::as_ptr(&c)).copied().unwrap_or(false)
+                        })
+                });
+                self.reaches.insert(fk, hit);
+            } else {
+                let children: Vec<Arc<FuncNode>> =
+                    inputs.filter_map(|s| s.node.creator()).collect();
+                stack.push((f, true));
+                stack.extend(children.into_iter().map(|c| (c, false)));
+            }
+        }
+        self.reaches[&root_key]
+    }
+
+    /// Whether backprop must continue into the creator of `node` once it holds a gradient.
+    fn continues_below(&mut self, node: &Arc<VarNode>) -> bool {
+        match self.sink {
+            Sink::Leaves => true,
+            Sink::Targets(_) if self.is_target(node) => self.leads_below(node),
+            Sink::Targets(_) => self.leads_to_target(node),
+        }
+    }
+
+    fn push_creator(&mut self, node: &Arc<VarNode>) {
+        if let Some(f) = node.creator() {
+            if self.queued.insert(Arc::as_ptr(&f)) {
+                let seq = self.queued.len();
+                self.heap.push(Pending {
+                    rank: f.rank,
+                    seq,
+                    func: f,
+                });
+            }
+        }
+    }
+
+    /// Adds `g` to the pending gradient of `node`.
+    fn add_grad(&mut self, node: &Arc<VarNode>, g: Variable) -> Result<()> {
+        match self.grads.entry(key(node)) {
+            Entry::Occupied(mut e) => {
+                let sum = accumulate(&e.get().1, &g)?;
+                e.get_mut().1 = sum;
+            }
+            Entry::Vacant(e) => {
+                e.insert((node.clone(), g));
+            }
+        }
+        Ok(())
+    }
+
+    fn seed(&mut self, node: &Arc<VarNode>, g: Variable) -> Result<()> {
+        let g = match self.loss_scale {
+            Some(s) => g.mul_scalar(s)?,
+            None => g,
+        };
+        self.add_grad(node, g)?;
+        if self.continues_below(node) {
+            self.push_creator(node);
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<()> {
+        // Sums of gradients are recorded only when the backward computation is.
+        let _mode = config::using_backprop(self.double);
+        while let Some(Pending { func, .. }) = self.heap.pop() {
+            self.step(&func)?;
+        }
+        if let Sink::Leaves = self.sink {
+            // What is left are gradients of leaves (and of the roots when they are leaves).
+            for (_, (node, g)) in self.grads.drain() {
+                if node.creator().is_none() && node.requires_grad {
+                    store_grad(&node, g, true, self.loss_scale)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, func: &Arc<FuncNode>) -> Result<()> {
+        let mut gys: Vec<Option<Variable>> = Vec::with_capacity(func.outputs.len());
+        for slot in &func.outputs {
+            let g = slot.node.upgrade().and_then(|n| {
+                let g = if self.is_target(&n) {
+                    self.grads.get(&key(&n)).map(|(_, g)| g.clone())
+                } else {
+                    self.grads.remove(&key(&n)).map(|(_, g)| g)
+                };
+                if self.retain_grad {
+                    if let Some(g) = &g {
+                        lock(&n.grad).grad = Some(g.clone());
+                    }
+                }
+                g
+            });
+            gys.push(g);
+        }
+        if gys.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let targets: Vec<usize> = (0..func.inputs.len())
+            .filter(|&i| {
+                let n = func.inputs[i].node.clone();
+                n.requires_grad && self.leads_to_target(&n)
+            })
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let gxs = {
+            let _mode = config::using_backprop(self.double);
+            let ctx = BackwardContext { node: func };
+            func.function
+                .backward(&ctx, &targets, &gys)
+                .map_err(|e| Error::Backward {
+                    function: func.label().into_owned(),
+                    grad_outputs: describe_grads(&gys),
+                    source: Box::new(e),
+                })?
+        };
+        check_grads(func, &gxs)?;
+        for (i, gx) in gxs.into_iter().enumerate() {
+            let Some(gx) = gx else { continue };
+            if !targets.contains(&i) {
+                continue;
+            }
+            let node = func.inputs[i].node.clone();
+            self.add_grad(&node, gx)?;
+            if self.continues_below(&node) {
+                self.push_creator(&node);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn describe_grads(gys: &[Option<Variable>]) -> String {
+    gys.iter()
+        .map(|g| match g {
+            Some(g) => describe(std::slice::from_ref(g.array())),
+            None => "None".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks a backward's result: one gradient per input, each like its input.
+fn check_grads(func: &FuncNode, gxs: &[Option<Variable>]) -> Result<()> {
+    let function = || func.label().into_owned();
+    if gxs.len() != func.inputs.len() {
+        return Err(Error::GradientCount {
+            function: function(),
+            expected: func.inputs.len(),
+            actual: gxs.len(),
+        });
+    }
+    for (input, (g, slot)) in gxs.iter().zip(&func.inputs).enumerate() {
+        let Some(g) = g else { continue };
+        let node = &slot.node;
+        let mismatch = |what, expected: String, actual: String| Error::GradientMismatch {
+            function: function(),
+            input,
+            what,
+            expected,
+            actual,
+        };
+        if g.shape() != node.shape() {
+            return Err(mismatch(
+                "shape",
+                format!("{:?}", node.shape()),
+                format!("{:?}", g.shape()),
+            ));
+        }
+        if g.dtype() != node.dtype {
+            return Err(mismatch(
+                "dtype",
+                node.dtype.to_string(),
+                g.dtype().to_string(),
+            ));
+        }
+        if g.device() != node.device {
+            return Err(mismatch(
+                "device",
+                node.device.to_string(),
+                g.device().to_string(),
+            ));
+        }
+        if config::debug() && g.array().has_nan()? {
+            return Err(Error::NanDetected {
+                function: function(),
+                stage: "backward",
+                index: input,
+                shape: g.shape().to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Stores `g` as the node's gradient, summed with the one already there when `accumulate_old`.
+fn store_grad(
+    node: &Arc<VarNode>,
+    g: Variable,
+    accumulate_old: bool,
+    loss_scale: Option<f64>,
+) -> Result<()> {
+    let old = lock(&node.grad).grad.clone();
+    let new = match old {
+        Some(old) if accumulate_old => accumulate(&old, &g)?,
+        _ => g,
+    };
+    let mut state = lock(&node.grad);
+    state.grad = Some(new);
+    if loss_scale.is_some() {
+        state.loss_scale = loss_scale;
+    }
+    Ok(())
+}
+
+/// The initial gradient of an output: its `grad`, or ones for a one-element output.
+fn initial_grad(out: &Variable, given: Option<&Variable>) -> Result<Variable> {
+    if let Some(g) = given.cloned().or_else(|| out.grad()) {
+        return Ok(g);
+    }
+    if out.size() == 1 {
+        return Ok(Variable::constant(out.array().ones_like()));
+    }
+    Err(Error::GradRequired {
+        shape: out.shape().to_vec(),
+    })
+}
+
+impl Variable {
+    /// Computes the gradients of every leaf this variable depends on, accumulating them into the
+    /// leaves' `grad` (Chainer's `backward()`): see [`BackwardOptions`] for the defaults.
+    ///
+    /// A one-element output with no `grad` is seeded with one; any other output needs its
+    /// `grad` set first.
+    pub fn backward(&self) -> Result<()> {
+        self.backward_with(BackwardOptions::default())
+    }
+
+    /// [`backward`](Self::backward) with options.
+    pub fn backward_with(&self, options: BackwardOptions) -> Result<()> {
+        let seed = initial_grad(self, None)?;
+        if self.grad().is_none() {
+            lock(&self.node.grad).grad = Some(seed.clone());
+        }
+        if self.node.creator().is_none() {
+            return Ok(());
+        }
+        let mut engine = Engine::new(
+            Sink::Leaves,
+            options.retain_grad,
+            options.enable_double_backprop,
+            options.loss_scale,
+        );
+        engine.seed(&self.node, seed)?;
+        engine.run()
+    }
+}
+
+/// Gradients of `outputs` with respect to `inputs`, returned rather than stored (Chainer's
+/// `chainer.grad`). `grad_outputs` gives each output's initial gradient (`None`: its `grad`, or
+/// ones for a one-element output). With `enable_double_backprop`, the results carry a graph and
+/// can be differentiated again, e.g. for gradient penalties or Hessian-vector products.
+///
+/// ```
+/// use kusari::prelude::*;
+/// # fn main() -> Result<()> {
+/// let x = Variable::new(Array::from_vec(vec![2.0f64], &[1])?);
+/// let y = (&(&x * &x)? * &x)?;                               // x³
+/// let opts = GradOptions { enable_double_backprop: true, ..Default::default() };
+/// let gx = grad(&[&y], &[&x], None, opts)?.remove(0).unwrap();  // 3x² = 12
+/// let ggx = grad(&[&gx], &[&x], None, GradOptions::default())?.remove(0).unwrap(); // 6x
+/// assert_eq!(ggx.array().to_vec::<f64>()?, vec![12.0]);
+/// # Ok(()) }
+/// ```
+pub fn grad(
+    outputs: &[&Variable],
+    inputs: &[&Variable],
+    grad_outputs: Option<&[Option<Variable>]>,
+    options: GradOptions,
+) -> Result<Vec<Option<Variable>>> {
+    if outputs.is_empty() || inputs.is_empty() {
+        return Err(Error::GradArguments {
+            msg: format!(
+                "needs at least one output and one input, got {} and {}",
+                outputs.len(),
+                inputs.len()
+            ),
+        });
+    }
+    if let Some(g) = grad_outputs {
+        if g.len() != outputs.len() {
+            return Err(Error::GradArguments {
+                msg: format!("{} grad_outputs for {} outputs", g.len(), outputs.len()),
+            });
+        }
+    }
+    if let Some(g) = &options.grad_inputs {
+        if g.len() != inputs.len() {
+            return Err(Error::GradArguments {
+                msg: format!("{} grad_inputs for {} inputs", g.len(), inputs.len()),
+            });
+        }
+    }
+    let targets: HashSet<NodeKey> = inputs.iter().map(|v| key(&v.node)).collect();
+    let mut engine = Engine::new(
+        Sink::Targets(&targets),
+        options.retain_grad,
+        options.enable_double_backprop,
+        options.loss_scale,
+    );
+    if let Some(gis) = &options.grad_inputs {
+        for (v, g) in inputs.iter().zip(gis) {
+            if let Some(g) = g {
+                engine.add_grad(&v.node, g.clone())?;
+            }
+        }
+    }
+    for (i, out) in outputs.iter().enumerate() {
+        let given = grad_outputs.and_then(|g| g[i].as_ref());
+        let seed = initial_grad(out, given)?;
+        engine.seed(&out.node, seed)?;
+    }
+    engine.run()?;
+    let _mode = config::using_backprop(options.enable_double_backprop);
+    let results: Vec<Option<Variable>> = inputs
+        .iter()
+        .map(|v| engine.grads.get(&key(&v.node)).map(|(_, g)| g.clone()))
+        .collect();
+    if options.set_grad {
+        for (v, g) in inputs.iter().zip(&results) {
+            if let Some(g) = g {
+                store_grad(&v.node, g.clone(), false, None)?;
+            }
+        }
+    }
+    Ok(results)
+}

@@ -1,0 +1,164 @@
+//! Thread-local configuration (Chainer's `chainer.config`): training mode, backprop recording and
+//! debug checks, changed for a scope with RAII guards.
+//!
+//! Each thread starts from the global defaults ([`global`], [`set_global`]); the debug default
+//! is on when the environment variable `KUSARI_DEBUG` is `1` or `true`.
+//!
+//! ```
+//! use kusari::config;
+//! assert!(config::train());
+//! {
+//!     let _eval = config::using_train(false);
+//!     assert!(!config::train());
+//! }
+//! assert!(config::train());
+//! ```
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+/// The configuration values in force on a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Training mode: functions such as dropout act only when true. Default `true`.
+    pub train: bool,
+    /// Whether applying functions records the backward graph. Default `true`.
+    pub enable_backprop: bool,
+    /// Checks every function's outputs and gradients for NaN, naming the function. Default off
+    /// unless `KUSARI_DEBUG=1`.
+    pub debug: bool,
+}
+
+const TRAIN: u8 = 1;
+const BACKPROP: u8 = 2;
+const DEBUG: u8 = 4;
+const SET: u8 = 8;
+
+static GLOBAL: AtomicU8 = AtomicU8::new(0);
+
+impl Config {
+    fn bits(self) -> u8 {
+        SET | (self.train as u8 * TRAIN)
+            | (self.enable_backprop as u8 * BACKPROP)
+            | (self.debug as u8 * DEBUG)
+    }
+
+    fn from_bits(b: u8) -> Self {
+        Config {
+            train: b & TRAIN != 0,
+            enable_backprop: b & BACKPROP != 0,
+            debug: b & DEBUG != 0,
+        }
+    }
+}
+
+fn debug_from_env() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| {
+        std::env::var("KUSARI_DEBUG")
+            .map(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "1" | "true" | "yes" | "on"
+                )
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// The global defaults that new threads start from.
+pub fn global() -> Config {
+    let b = GLOBAL.load(Ordering::Relaxed);
+    if b & SET != 0 {
+        Config::from_bits(b)
+    } else {
+        Config {
+            train: true,
+            enable_backprop: true,
+            debug: debug_from_env(),
+        }
+    }
+}
+
+/// Changes the global defaults for threads whose configuration is first read after this call.
+pub fn set_global(config: Config) {
+    GLOBAL.store(config.bits(), Ordering::Relaxed);
+}
+
+thread_local! {
+    static CURRENT: Cell<Config> = Cell::new(global());
+}
+
+/// This thread's configuration.
+pub fn current() -> Config {
+    CURRENT.with(Cell::get)
+}
+
+/// Whether this thread is in training mode.
+pub fn train() -> bool {
+    current().train
+}
+
+/// Whether applying functions records the graph on this thread.
+pub fn enable_backprop() -> bool {
+    current().enable_backprop
+}
+
+/// Whether debug checks are on for this thread.
+pub fn debug() -> bool {
+    current().debug
+}
+
+/// Restores the previous configuration of its thread when dropped. Not `Send`: it belongs to
+/// the thread whose configuration it changed.
+#[must_use = "the configuration is restored when the guard is dropped"]
+#[derive(Debug)]
+pub struct ConfigGuard {
+    previous: Config,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+impl Drop for ConfigGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.previous));
+    }
+}
+
+/// Sets this thread's whole configuration until the guard drops.
+pub fn using_config(config: Config) -> ConfigGuard {
+    let previous = CURRENT.with(|c| c.replace(config));
+    ConfigGuard {
+        previous,
+        _thread_bound: PhantomData,
+    }
+}
+
+/// Training mode on or off until the guard drops.
+pub fn using_train(train: bool) -> ConfigGuard {
+    using_config(Config { train, ..current() })
+}
+
+/// Graph recording on or off until the guard drops.
+pub fn using_backprop(enable_backprop: bool) -> ConfigGuard {
+    using_config(Config {
+        enable_backprop,
+        ..current()
+    })
+}
+
+/// Debug checks on or off until the guard drops.
+pub fn using_debug(debug: bool) -> ConfigGuard {
+    using_config(Config { debug, ..current() })
+}
+
+/// No graph is recorded until the guard drops (Chainer's `no_backprop_mode`).
+pub fn no_backprop_mode() -> ConfigGuard {
+    using_backprop(false)
+}
+
+/// The graph is recorded until the guard drops, even inside `no_backprop_mode`.
+pub fn force_backprop_mode() -> ConfigGuard {
+    using_backprop(true)
+}

@@ -1,0 +1,165 @@
+//! The elementwise engine: one pass over up to three operands into a new C-contiguous buffer.
+//!
+//! Contiguous operands of the output's shape take a flat loop over slices, which the compiler
+//! vectorises; anything else (broadcast, transposed, negative strides) goes through ndarray's
+//! `Zip` over views, with no copy of the inputs. Above [`PAR_MIN`] elements both paths split the
+//! work across rayon's threads.
+
+use std::mem::MaybeUninit;
+
+use ndarray::{ArrayD, IxDyn, Zip};
+use rayon::prelude::*;
+
+use super::CpuRef;
+use crate::dtype::Element;
+
+/// Element count from which elementwise work is split across threads.
+pub(crate) const PAR_MIN: usize = 1 << 16;
+/// Elements per parallel task on the contiguous path.
+const CHUNK: usize = 1 << 14;
+
+/// Fills `n` fresh elements with `fill(start, chunk)` over disjoint chunks, in parallel when large.
+fn collect_chunks<O: Element>(
+    n: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync + Send,
+) -> Vec<O> {
+    let mut out: Vec<O> = Vec::with_capacity(n);
+    let spare = &mut out.spare_capacity_mut()[..n];
+    if n >= PAR_MIN {
+        spare
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, chunk)| fill(i * CHUNK, chunk));
+    } else {
+        fill(0, spare);
+    }
+    // SAFETY: `fill` wrote every element of `spare[..n]` (each chunk is written in full).
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// Runs `body` over a fresh uninitialised array of `shape` and returns its C-order buffer.
+fn collect_zip<O: Element>(
+    shape: &[usize],
+    body: impl FnOnce(&mut ArrayD<MaybeUninit<O>>),
+) -> Vec<O> {
+    let mut out = ArrayD::<O>::uninit(IxDyn(shape));
+    body(&mut out);
+    // SAFETY: `body` zips over every element of `out` and writes each one.
+    let out = unsafe { out.assume_init() };
+    let (vec, offset) = out.into_raw_vec_and_offset();
+    debug_assert_eq!(offset, Some(0));
+    vec
+}
+
+/// `f` applied to each element of `a`, in C order.
+pub(crate) fn map1<A: Element, O: Element>(
+    a: CpuRef<'_, A>,
+    f: impl Fn(A) -> O + Sync + Send,
+) -> Vec<O> {
+    if let Some(a) = a.contiguous() {
+        return collect_chunks(a.len(), |start, out| {
+            let end = start + out.len();
+            for (o, &x) in out.iter_mut().zip(&a[start..end]) {
+                o.write(f(x));
+            }
+        });
+    }
+    let av = a.view();
+    collect_zip(a.shape(), |out| {
+        let z = Zip::from(out).and(&av);
+        if av.len() >= PAR_MIN {
+            z.par_for_each(|o, &x| {
+                o.write(f(x));
+            });
+        } else {
+            z.for_each(|o, &x| {
+                o.write(f(x));
+            });
+        }
+    })
+}
+
+/// `f` applied to `a` and `b` broadcast to `shape` (which the caller has checked), in C order.
+pub(crate) fn zip2<A: Element, B: Element, O: Element>(
+    a: CpuRef<'_, A>,
+    b: CpuRef<'_, B>,
+    shape: &[usize],
+    f: impl Fn(A, B) -> O + Sync + Send,
+) -> Vec<O> {
+    let same = a.shape() == shape && b.shape() == shape;
+    if let (true, Some(a), Some(b)) = (same, a.contiguous(), b.contiguous()) {
+        return collect_chunks(a.len(), |start, out| {
+            let end = start + out.len();
+            for ((o, &x), &y) in out.iter_mut().zip(&a[start..end]).zip(&b[start..end]) {
+                o.write(f(x, y));
+            }
+        });
+    }
+    let dims = IxDyn(shape);
+    let (av, bv) = (a.view(), b.view());
+    let (av, bv) = (
+        av.broadcast(dims.clone())
+            .expect("caller checked broadcast"),
+        bv.broadcast(dims).expect("caller checked broadcast"),
+    );
+    collect_zip(shape, |out| {
+        let z = Zip::from(out).and(&av).and(&bv);
+        if out_len(shape) >= PAR_MIN {
+            z.par_for_each(|o, &x, &y| {
+                o.write(f(x, y));
+            });
+        } else {
+            z.for_each(|o, &x, &y| {
+                o.write(f(x, y));
+            });
+        }
+    })
+}
+
+/// `f` applied to `a`, `b` and `c` broadcast to `shape` (which the caller has checked).
+pub(crate) fn zip3<A: Element, B: Element, C: Element, O: Element>(
+    a: CpuRef<'_, A>,
+    b: CpuRef<'_, B>,
+    c: CpuRef<'_, C>,
+    shape: &[usize],
+    f: impl Fn(A, B, C) -> O + Sync + Send,
+) -> Vec<O> {
+    let same = a.shape() == shape && b.shape() == shape && c.shape() == shape;
+    if let (true, Some(a), Some(b), Some(c)) =
+        (same, a.contiguous(), b.contiguous(), c.contiguous())
+    {
+        return collect_chunks(a.len(), |start, out| {
+            let end = start + out.len();
+            let abc = a[start..end].iter().zip(&b[start..end]).zip(&c[start..end]);
+            for (o, ((&x, &y), &z)) in out.iter_mut().zip(abc) {
+                o.write(f(x, y, z));
+            }
+        });
+    }
+    let dims = IxDyn(shape);
+    let (av, bv, cv) = (a.view(), b.view(), c.view());
+    let av = av
+        .broadcast(dims.clone())
+        .expect("caller checked broadcast");
+    let bv = bv
+        .broadcast(dims.clone())
+        .expect("caller checked broadcast");
+    let cv = cv.broadcast(dims).expect("caller checked broadcast");
+    collect_zip(shape, |out| {
+        let z = Zip::from(out).and(&av).and(&bv).and(&cv);
+        if out_len(shape) >= PAR_MIN {
+            z.par_for_each(|o, &x, &y, &w| {
+                o.write(f(x, y, w));
+            });
+        } else {
+            z.for_each(|o, &x, &y, &w| {
+                o.write(f(x, y, w));
+            });
+        }
+    })
+}
+
+fn out_len(shape: &[usize]) -> usize {
+    shape.iter().product()
+}

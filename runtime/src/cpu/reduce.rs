@@ -1,0 +1,76 @@
+//! Reductions (sum, max, min) over a set of axes.
+
+use ndarray::{ArrayD, Axis};
+use rayon::prelude::*;
+
+use super::{CpuRef, PAR_MIN};
+use crate::dtype::NumElement;
+
+/// Which reduction to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reduction {
+    Sum,
+    Max,
+    Min,
+}
+
+impl Reduction {
+    fn combine<T: NumElement>(self, acc: T, x: T) -> T {
+        // NaN wins (as in NumPy): `x != x` is only true for NaN.
+        #[allow(clippy::eq_op)]
+        let nan = |v: T| v != v;
+        match self {
+            Reduction::Sum => acc.plus(x),
+            Reduction::Max if nan(acc) || (!nan(x) && acc >= x) => acc,
+            Reduction::Min if nan(acc) || (!nan(x) && acc <= x) => acc,
+            Reduction::Max | Reduction::Min => x,
+        }
+    }
+
+    fn identity<T: NumElement>(self) -> T {
+        match self {
+            Reduction::Sum => T::zero(),
+            // `from_f64` saturates, so integers get their MIN / MAX.
+            Reduction::Max => T::from_f64(f64::NEG_INFINITY),
+            Reduction::Min => T::from_f64(f64::INFINITY),
+        }
+    }
+}
+
+/// Reduces `a` over `axes` (sorted, unique; non-empty axes for max/min, which the caller checks).
+/// Returns the C-order buffer of the result with the reduced axes removed.
+pub(crate) fn reduce<T: NumElement>(a: CpuRef<'_, T>, axes: &[usize], kind: Reduction) -> Vec<T> {
+    if axes.len() == a.shape().len() {
+        if let Some(s) = a.contiguous() {
+            let fold = |chunk: &[T]| {
+                chunk
+                    .iter()
+                    .fold(kind.identity(), |acc, &x| kind.combine(acc, x))
+            };
+            let total = if s.len() >= PAR_MIN {
+                let parts: Vec<T> = s.par_chunks(PAR_MIN).map(fold).collect();
+                fold(&parts)
+            } else {
+                fold(s)
+            };
+            return vec![total];
+        }
+    }
+    let mut acc: ArrayD<T> = a.view().to_owned();
+    for &axis in axes.iter().rev() {
+        acc = acc.fold_axis(Axis(axis), kind.identity(), |&m, &x| kind.combine(m, x));
+    }
+    into_c_vec(acc)
+}
+
+/// The elements of an owned ndarray array in C order, without a copy when already so.
+pub(crate) fn into_c_vec<T: Clone>(a: ArrayD<T>) -> Vec<T> {
+    if a.is_standard_layout() {
+        let (v, offset) = a.into_raw_vec_and_offset();
+        if offset.unwrap_or(0) == 0 {
+            return v;
+        }
+        return v[offset.unwrap_or(0)..].to_vec();
+    }
+    a.iter().cloned().collect()
+}

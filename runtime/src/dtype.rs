@@ -1,0 +1,295 @@
+//! Runtime element types and the Rust types that back them.
+
+use std::fmt;
+
+/// The element type of an [`Array`](crate::Array), known at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// `bool`
+    Bool,
+    /// `i32`
+    I32,
+    /// `i64`
+    I64,
+    /// IEEE half precision (`half::f16`); storable, computed through `f32`.
+    F16,
+    /// bfloat16 (`half::bf16`); storable, computed through `f32`.
+    BF16,
+    /// `f32`
+    F32,
+    /// `f64`
+    F64,
+}
+
+impl DType {
+    /// Every dtype, in promotion order.
+    pub const ALL: [DType; 7] = [
+        DType::Bool,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The NumPy name of the dtype (`"float32"`), as used in kernel signatures and messages.
+    ///
+    /// ```
+    /// assert_eq!(kusari::DType::F32.name(), "float32");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// Size of one element in bytes.
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    /// Whether the dtype is a floating-point type (the only ones that carry gradients).
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// Whether the dtype is a signed integer type.
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type that can be the element of an [`Array`](crate::Array).
+///
+/// Implemented for `bool`, `i32`, `i64`, `half::f16`, `half::bf16`, `f32` and `f64`; sealed.
+pub trait Element:
+    sealed::Sealed + Copy + Send + Sync + fmt::Debug + PartialEq + PartialOrd + 'static
+{
+    /// The runtime dtype of this type.
+    const DTYPE: DType;
+    /// Converts to `f64` (`true` is 1).
+    fn to_f64(self) -> f64;
+    /// Converts from `f64` with Rust's `as` semantics (saturating for integers, non-zero is `true`).
+    fn from_f64(v: f64) -> Self;
+}
+
+/// An element type with arithmetic: every dtype but `bool`.
+///
+/// The arithmetic methods never panic: integers wrap on overflow (as NumPy does) and an integer
+/// division by zero gives zero.
+pub trait NumElement: Element + num_traits::Num + Default {
+    /// `self + o`
+    fn plus(self, o: Self) -> Self;
+    /// `self - o`
+    fn minus(self, o: Self) -> Self;
+    /// `self * o`
+    fn times(self, o: Self) -> Self;
+    /// `self / o`
+    fn over(self, o: Self) -> Self;
+    /// `-self`
+    fn negate(self) -> Self;
+    /// `|self|`
+    fn magnitude(self) -> Self;
+}
+
+/// A floating-point element type: `f16`, `bf16`, `f32`, `f64`.
+pub trait FloatElement: NumElement + num_traits::Float {}
+
+macro_rules! impl_element {
+    ($t:ty, $dtype:ident, $to:expr, $from:expr) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = DType::$dtype;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                ($to)(self)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                ($from)(v)
+            }
+        }
+    };
+}
+
+impl_element!(bool, Bool, |v: bool| v as u8 as f64, |v: f64| v != 0.0);
+impl_element!(i32, I32, |v: i32| v as f64, |v: f64| v as i32);
+impl_element!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);
+impl_element!(
+    half::f16,
+    F16,
+    |v: half::f16| v.to_f64(),
+    half::f16::from_f64
+);
+impl_element!(
+    half::bf16,
+    BF16,
+    |v: half::bf16| v.to_f64(),
+    half::bf16::from_f64
+);
+impl_element!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
+impl_element!(f64, F64, |v: f64| v, |v: f64| v);
+
+macro_rules! impl_num_int {
+    ($($t:ty),*) => {$(
+        impl NumElement for $t {
+            #[inline(always)]
+            fn plus(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)]
+            fn minus(self, o: Self) -> Self { self.wrapping_sub(o) }
+            #[inline(always)]
+            fn times(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)]
+            fn over(self, o: Self) -> Self { if o == 0 { 0 } else { self.wrapping_div(o) } }
+            #[inline(always)]
+            fn negate(self) -> Self { self.wrapping_neg() }
+            #[inline(always)]
+            fn magnitude(self) -> Self { self.wrapping_abs() }
+        }
+    )*};
+}
+
+macro_rules! impl_num_float {
+    ($($t:ty),*) => {$(
+        impl NumElement for $t {
+            #[inline(always)]
+            fn plus(self, o: Self) -> Self { self + o }
+            #[inline(always)]
+            fn minus(self, o: Self) -> Self { self - o }
+            #[inline(always)]
+            fn times(self, o: Self) -> Self { self * o }
+            #[inline(always)]
+            fn over(self, o: Self) -> Self { self / o }
+            #[inline(always)]
+            fn negate(self) -> Self { -self }
+            #[inline(always)]
+            fn magnitude(self) -> Self { num_traits::Float::abs(self) }
+        }
+    )*};
+}
+
+impl_num_int!(i32, i64);
+impl_num_float!(half::f16, half::bf16, f32, f64);
+
+impl FloatElement for half::f16 {}
+impl FloatElement for half::bf16 {}
+impl FloatElement for f32 {}
+impl FloatElement for f64 {}
+
+/// Runs `$body` with the type alias `$T` bound to the Rust type of `$dtype`, for every dtype.
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::Bool => {
+                type $T = bool;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// Like [`with_dtype!`] for the numeric dtypes; `bool` evaluates `$other`.
+macro_rules! with_num_dtype {
+    ($dtype:expr, $T:ident => $body:expr, bool => $other:expr) => {
+        match $dtype {
+            $crate::DType::Bool => $other,
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// Like [`with_dtype!`] for the floating-point dtypes; the others evaluate `$other`.
+macro_rules! with_float_dtype {
+    ($dtype:expr, $T:ident => $body:expr, other => $other:expr) => {
+        match $dtype {
+            $crate::DType::Bool | $crate::DType::I32 | $crate::DType::I64 => $other,
+            $crate::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+pub(crate) use {with_dtype, with_float_dtype, with_num_dtype};

@@ -1,0 +1,251 @@
+//! The error type of the runtime: every message names the operation, the shapes and the dtypes.
+
+use crate::{DType, Device};
+
+/// Alias for `std::result::Result<T, kusari::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in kusari. Each variant carries the operation or function name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ----- arrays -----
+    /// Two shapes that NumPy's broadcasting rules cannot combine.
+    #[error("{op}: shapes {lhs:?} and {rhs:?} cannot be broadcast together")]
+    Broadcast {
+        /// The operation.
+        op: &'static str,
+        /// Left operand's shape.
+        lhs: Vec<usize>,
+        /// Right operand's shape.
+        rhs: Vec<usize>,
+    },
+    /// Operands of different dtypes (kusari never promotes silently).
+    #[error("{op}: dtype mismatch, {lhs} {lhs_shape:?} vs {rhs} {rhs_shape:?} (convert one with astype)")]
+    DTypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Left operand's dtype.
+        lhs: DType,
+        /// Left operand's shape.
+        lhs_shape: Vec<usize>,
+        /// Right operand's dtype.
+        rhs: DType,
+        /// Right operand's shape.
+        rhs_shape: Vec<usize>,
+    },
+    /// An operation applied to a dtype it is not defined for.
+    #[error("{op}: not defined for dtype {dtype} (shape {shape:?}); expected {expected}")]
+    UnsupportedDType {
+        /// The operation.
+        op: &'static str,
+        /// The dtype given.
+        dtype: DType,
+        /// The operand's shape.
+        shape: Vec<usize>,
+        /// What the operation accepts, in words.
+        expected: &'static str,
+    },
+    /// Shapes that do not fit the operation (matmul, reshape, concatenation, ...).
+    #[error("{op}: {msg}")]
+    Shape {
+        /// The operation.
+        op: &'static str,
+        /// What does not fit, with the shapes.
+        msg: String,
+    },
+    /// An axis outside `-ndim..ndim`.
+    #[error("{op}: axis {axis} is out of range for shape {shape:?} ({} dimensions)", shape.len())]
+    Axis {
+        /// The operation.
+        op: &'static str,
+        /// The axis given.
+        axis: isize,
+        /// The operand's shape.
+        shape: Vec<usize>,
+    },
+    /// Operands on different devices.
+    #[error("{op}: operands are on different devices, {lhs} and {rhs} (move one with to_device)")]
+    DeviceMismatch {
+        /// The operation.
+        op: String,
+        /// First device.
+        lhs: Device,
+        /// Second device.
+        rhs: Device,
+    },
+    /// Converting to a Rust type that is not the array's dtype.
+    #[error("{op}: the array holds {actual}, not {requested} (convert with astype)")]
+    ElementType {
+        /// The operation.
+        op: &'static str,
+        /// The dtype asked for.
+        requested: DType,
+        /// The array's dtype.
+        actual: DType,
+    },
+
+    // ----- devices -----
+    /// A device name that does not parse.
+    #[error("invalid device name {name:?}; expected \"cpu\", \"native:0\" or \"cuda:N\"")]
+    InvalidDevice {
+        /// The name given.
+        name: String,
+    },
+    /// A CUDA operation in a build or on a machine without CUDA.
+    #[error("{op}: CUDA is not available: {reason}")]
+    CudaUnavailable {
+        /// The operation.
+        op: String,
+        /// Why (built without the `cuda` feature, no driver, ...).
+        reason: String,
+    },
+
+    // ----- functions and the graph -----
+    /// A function called with the wrong number of inputs.
+    #[error("{function}: expected {expected} input(s), got {actual}")]
+    InputCount {
+        /// The function's label.
+        function: String,
+        /// Inputs it takes.
+        expected: usize,
+        /// Inputs given.
+        actual: usize,
+    },
+    /// A function's forward returned no output, or a different count than declared.
+    #[error("{function}: forward returned {actual} output(s), expected {expected}")]
+    OutputCount {
+        /// The function's label.
+        function: String,
+        /// Outputs expected.
+        expected: usize,
+        /// Outputs returned.
+        actual: usize,
+    },
+    /// A device path the function does not implement.
+    #[error("{function}: {method} is not implemented (inputs are on {device})")]
+    NotImplemented {
+        /// The function's label.
+        function: String,
+        /// The missing method.
+        method: &'static str,
+        /// The inputs' device.
+        device: Device,
+    },
+    /// A backward returned the wrong number of gradients.
+    #[error(
+        "{function}: backward returned {actual} gradient(s), expected one per input ({expected})"
+    )]
+    GradientCount {
+        /// The function's label.
+        function: String,
+        /// Its input count.
+        expected: usize,
+        /// Gradients returned.
+        actual: usize,
+    },
+    /// A gradient whose shape, dtype or device differs from its input's.
+    #[error(
+        "{function}: gradient for input {input} has {what} {actual}, but the input has {expected}"
+    )]
+    GradientMismatch {
+        /// The function's label.
+        function: String,
+        /// The input's index.
+        input: usize,
+        /// `"shape"`, `"dtype"` or `"device"`.
+        what: &'static str,
+        /// The input's value.
+        expected: String,
+        /// The gradient's value.
+        actual: String,
+    },
+    /// `backward()` on a non-scalar output whose `grad` was not set.
+    #[error("backward: the output has shape {shape:?} and no grad; set its grad (e.g. ones_like) before backward, or reduce it to one element first")]
+    GradRequired {
+        /// The output's shape.
+        shape: Vec<usize>,
+    },
+    /// A value set as a variable's gradient that does not match the variable.
+    #[error("set_grad{name}: gradient has {what} {actual}, but the variable has {expected}")]
+    GradDoesNotMatch {
+        /// `" (name)"` of the variable, or empty.
+        name: String,
+        /// `"shape"`, `"dtype"` or `"device"`.
+        what: &'static str,
+        /// The variable's value.
+        expected: String,
+        /// The gradient's value.
+        actual: String,
+    },
+    /// `grad(..)` called with inconsistent arguments.
+    #[error("grad: {msg}")]
+    GradArguments {
+        /// What is wrong.
+        msg: String,
+    },
+    /// Debug mode found NaN in a function's output or gradient.
+    #[error(
+        "{function}: NaN detected in {stage} output {index} (shape {shape:?}); debug mode is on"
+    )]
+    NanDetected {
+        /// The function's label.
+        function: String,
+        /// `"forward"` or `"backward"`.
+        stage: &'static str,
+        /// The output (forward) or input (backward) index.
+        index: usize,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// A gradient of a function that cannot be differentiated again (old-style functions).
+    #[error("{function}: cannot differentiate the gradient of this function again (it is an old-style Function; write it as a FunctionNode for higher-order gradients)")]
+    DoubleBackwardUnsupported {
+        /// The function's label.
+        function: String,
+    },
+    /// A function that has no backward.
+    #[error("{function}: this function is not differentiable")]
+    NotDifferentiable {
+        /// The function's label.
+        function: String,
+    },
+    /// An error inside a function's forward, with the function and its inputs.
+    #[error("{function}.forward({inputs}): {source}")]
+    Forward {
+        /// The function's label.
+        function: String,
+        /// The inputs' dtypes and shapes.
+        inputs: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
+    /// An error inside a function's backward, with the function and the output gradients.
+    #[error("{function}.backward(grad_outputs: {grad_outputs}): {source}")]
+    Backward {
+        /// The function's label.
+        function: String,
+        /// The output gradients' dtypes and shapes.
+        grad_outputs: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
+    /// An error raised by user code, with its context.
+    #[error("{0}")]
+    Msg(String),
+}
+
+impl Error {
+    /// The innermost error, beneath the forward/backward context that wraps it.
+    pub fn root_cause(&self) -> &Error {
+        match self {
+            Error::Forward { source, .. } | Error::Backward { source, .. } => source.root_cause(),
+            e => e,
+        }
+    }
+
+    /// An error with a free-form message, for user-written functions.
+    pub fn msg(msg: impl Into<String>) -> Self {
+        Error::Msg(msg.into())
+    }
+}

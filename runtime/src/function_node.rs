@@ -1,0 +1,404 @@
+//! [`FunctionNode`]: the contract of a differentiable function, and [`apply`], which runs one
+//! and records it in the graph.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Weak};
+
+use ndarray::{Dimension, IxDyn};
+
+use crate::config;
+use crate::error::{Error, Result};
+use crate::variable::{lock, VarNode, Variable};
+use crate::{Array, DType, Device};
+
+/// A differentiable function (Chainer's `FunctionNode`).
+///
+/// `forward` computes output arrays from input arrays and marks, through the [`ForwardContext`],
+/// which inputs and outputs `backward` will need. `backward` receives those as variables through
+/// the [`BackwardContext`], one gradient per output (`None` where no gradient flowed), and
+/// returns one gradient per input (`None` for "no gradient"). It is written with differentiable
+/// functions, so its result can be differentiated again.
+///
+/// A node is applied once: [`apply`] takes it by value, so reusing a node (which corrupts the
+/// first graph in Chainer) does not compile.
+///
+/// ```
+/// use kusari::prelude::*;
+///
+/// /// f(x, y, z) = x * y + z
+/// struct MulAdd;
+///
+/// impl FunctionNode for MulAdd {
+///     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+///         ctx.retain_inputs(&[0, 1]);
+///         let (x, y, z) = (&inputs[0], &inputs[1], &inputs[2]);
+///         Ok(vec![(x * y + z)?])
+///     }
+///
+///     fn backward(&self, ctx: &BackwardContext, _targets: &[usize], gys: &[Option<Variable>])
+///         -> Result<Vec<Option<Variable>>> {
+///         let (x, y) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
+///         let gw = gys[0].as_ref().expect("single output gets a gradient");
+///         Ok(vec![Some((&y * gw)?), Some((&x * gw)?), Some(gw.clone())])
+///     }
+/// }
+///
+/// # fn main() -> Result<()> {
+/// let v = |a: f64| Variable::new(Array::full(&[2], a, DType::F64));
+/// let (x, y, z) = (v(2.0), v(3.0), v(1.0));
+/// let w = MulAdd.apply(&[&x, &y, &z])?.remove(0);
+/// assert_eq!(w.array().to_vec::<f64>()?, vec![7.0, 7.0]);
+/// # Ok(()) }
+/// ```
+pub trait FunctionNode: Send + Sync + 'static {
+    /// The name used in messages; the type's name by default.
+    fn label(&self) -> Cow<'static, str> {
+        let full = std::any::type_name::<Self>();
+        let base = full.split('<').next().unwrap_or(full);
+        Cow::Borrowed(base.rsplit("::").next().unwrap_or(base))
+    }
+
+    /// Computes the outputs. By default dispatches on the inputs' device to
+    /// [`forward_cpu`](Self::forward_cpu) or [`forward_gpu`](Self::forward_gpu).
+    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        match inputs.first().map_or(Device::Cpu, Array::device) {
+            Device::Cpu => self.forward_cpu(ctx, inputs),
+            Device::Cuda(_) => self.forward_gpu(ctx, inputs),
+        }
+    }
+
+    /// The forward computation on host arrays.
+    fn forward_cpu(&mut self, _ctx: &mut ForwardContext, _inputs: &[Array]) -> Result<Vec<Array>> {
+        Err(Error::NotImplemented {
+            function: self.label().into_owned(),
+            method: "forward_cpu",
+            device: Device::Cpu,
+        })
+    }
+
+    /// The forward computation on CUDA arrays.
+    fn forward_gpu(&mut self, _ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        Err(Error::NotImplemented {
+            function: self.label().into_owned(),
+            method: "forward_gpu",
+            device: inputs.first().map_or(Device::Cpu, Array::device),
+        })
+    }
+
+    /// Gradients of the inputs from gradients of the outputs. `target_input_indexes` lists the
+    /// inputs whose gradient is needed (sorted); others may be skipped (`None`).
+    fn backward(
+        &self,
+        ctx: &BackwardContext<'_>,
+        target_input_indexes: &[usize],
+        grad_outputs: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>>;
+
+    /// Applies the function to `inputs` (see [`apply`]).
+    fn apply(self, inputs: &[&Variable]) -> Result<Vec<Variable>>
+    where
+        Self: Sized,
+    {
+        apply(self, inputs)
+    }
+}
+
+/// What `forward` tells the graph: which inputs and outputs `backward` needs.
+#[derive(Debug, Default)]
+pub struct ForwardContext {
+    retain_inputs: Vec<usize>,
+    retain_outputs: Vec<usize>,
+}
+
+impl ForwardContext {
+    /// Keeps inputs `indexes` for backward ([`BackwardContext::retained_input`]).
+    pub fn retain_inputs(&mut self, indexes: &[usize]) {
+        self.retain_inputs = indexes.to_vec();
+    }
+
+    /// Keeps outputs `indexes` for backward ([`BackwardContext::retained_output`]).
+    pub fn retain_outputs(&mut self, indexes: &[usize]) {
+        self.retain_outputs = indexes.to_vec();
+    }
+}
+
+pub(crate) struct InputSlot {
+    pub(crate) node: Arc<VarNode>,
+    pub(crate) retained: Option<Array>,
+}
+
+pub(crate) struct OutputSlot {
+    pub(crate) node: Weak<VarNode>,
+    pub(crate) retained: Option<Array>,
+    pub(crate) shape: IxDyn,
+    pub(crate) dtype: DType,
+    pub(crate) device: Device,
+}
+
+/// A function applied in the graph: the user's node, its inputs' nodes (strong) and its outputs'
+/// nodes (weak: outputs own their creator, never the reverse, so there are no cycles).
+pub(crate) struct FuncNode {
+    pub(crate) function: Box<dyn FunctionNode>,
+    pub(crate) inputs: Vec<InputSlot>,
+    pub(crate) outputs: Vec<OutputSlot>,
+    pub(crate) rank: u32,
+}
+
+impl FuncNode {
+    pub(crate) fn label(&self) -> Cow<'static, str> {
+        self.function.label()
+    }
+}
+
+impl Drop for FuncNode {
+    /// Frees a long chain iteratively: a recursive drop of a graph thousands of functions deep
+    /// would overflow the stack.
+    fn drop(&mut self) {
+        let mut pending: Vec<Arc<FuncNode>> = Vec::new();
+        let release = |inputs: Vec<InputSlot>, pending: &mut Vec<Arc<FuncNode>>| {
+            for slot in inputs {
+                if let Ok(node) = Arc::try_unwrap(slot.node) {
+                    pending.extend(node.creator.into_inner().unwrap_or_else(|e| e.into_inner()));
+                }
+            }
+        };
+        release(std::mem::take(&mut self.inputs), &mut pending);
+        while let Some(f) = pending.pop() {
+            if let Ok(mut f) = Arc::try_unwrap(f) {
+                release(std::mem::take(&mut f.inputs), &mut pending);
+            }
+        }
+    }
+}
+
+/// What `backward` can read: the retained inputs and outputs as variables, and the shapes and
+/// dtypes of every input and output.
+pub struct BackwardContext<'a> {
+    pub(crate) node: &'a FuncNode,
+}
+
+impl BackwardContext<'_> {
+    /// The function's label.
+    pub fn label(&self) -> Cow<'static, str> {
+        self.node.label()
+    }
+
+    /// Number of inputs.
+    pub fn n_inputs(&self) -> usize {
+        self.node.inputs.len()
+    }
+
+    /// Number of outputs.
+    pub fn n_outputs(&self) -> usize {
+        self.node.outputs.len()
+    }
+
+    /// Input `i` as a variable in the graph (gradients of it flow on to the input), if it was
+    /// retained in forward.
+    pub fn retained_input(&self, i: usize) -> Result<Variable> {
+        let slot = self
+            .node
+            .inputs
+            .get(i)
+            .ok_or_else(|| self.not_retained("input", i))?;
+        let array = slot
+            .retained
+            .clone()
+            .ok_or_else(|| self.not_retained("input", i))?;
+        Ok(Variable::from_node(slot.node.clone(), array))
+    }
+
+    /// Output `i` as a variable in the graph, if it was retained in forward.
+    pub fn retained_output(&self, i: usize) -> Result<Variable> {
+        let slot = self
+            .node
+            .outputs
+            .get(i)
+            .ok_or_else(|| self.not_retained("output", i))?;
+        let array = slot
+            .retained
+            .clone()
+            .ok_or_else(|| self.not_retained("output", i))?;
+        Ok(match slot.node.upgrade() {
+            Some(node) => Variable::from_node(node, array),
+            // The output variable is gone (no gradient flows through it): a fresh node suffices.
+            None => Variable::with_requires_grad(array, true),
+        })
+    }
+
+    /// All retained inputs, in index order (Chainer's `get_retained_inputs`).
+    pub fn retained_inputs(&self) -> Vec<Variable> {
+        (0..self.n_inputs())
+            .filter_map(|i| self.retained_input(i).ok())
+            .collect()
+    }
+
+    /// All retained outputs, in index order (Chainer's `get_retained_outputs`).
+    pub fn retained_outputs(&self) -> Vec<Variable> {
+        (0..self.n_outputs())
+            .filter_map(|i| self.retained_output(i).ok())
+            .collect()
+    }
+
+    /// Shape of input `i` (known whether or not it was retained).
+    pub fn input_shape(&self, i: usize) -> &[usize] {
+        self.node.inputs[i].node.shape()
+    }
+
+    /// Dtype of input `i`.
+    pub fn input_dtype(&self, i: usize) -> DType {
+        self.node.inputs[i].node.dtype
+    }
+
+    /// Shape of output `i`.
+    pub fn output_shape(&self, i: usize) -> &[usize] {
+        self.node.outputs[i].shape.slice()
+    }
+
+    /// Dtype of output `i`.
+    pub fn output_dtype(&self, i: usize) -> DType {
+        self.node.outputs[i].dtype
+    }
+
+    /// A zero gradient for output `i` (for outputs that received none), on its device.
+    pub fn zeros_for_output(&self, i: usize) -> Result<Variable> {
+        let slot = &self.node.outputs[i];
+        Ok(Variable::constant(
+            Array::zeros(slot.shape.slice(), slot.dtype).to_device(slot.device)?,
+        ))
+    }
+
+    fn not_retained(&self, what: &str, i: usize) -> Error {
+        Error::Msg(format!(
+            "{}: backward reads {what} {i}, which forward did not retain (call ctx.retain_{what}s in forward)",
+            self.label()
+        ))
+    }
+}
+
+/// Describes arrays as `float32[3, 2], float32[3, 2]` for messages.
+pub(crate) fn describe(arrays: &[Array]) -> String {
+    arrays
+        .iter()
+        .map(|a| format!("{}{:?}", a.dtype(), a.shape()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs `function` on `inputs` and, when backprop is enabled and an input requires a gradient,
+/// records it in the graph. Returns the outputs as variables.
+///
+/// Errors from `forward` are wrapped with the function's label and the inputs' dtypes and shapes.
+pub fn apply<F: FunctionNode>(mut function: F, inputs: &[&Variable]) -> Result<Vec<Variable>> {
+    let arrays: Vec<Array> = inputs.iter().map(|v| v.array.clone()).collect();
+    if let Some(first) = arrays.first() {
+        if let Some(other) = arrays.iter().find(|a| a.device() != first.device()) {
+            return Err(Error::DeviceMismatch {
+                op: function.label().into_owned(),
+                lhs: first.device(),
+                rhs: other.device(),
+            });
+        }
+    }
+    let mut ctx = ForwardContext::default();
+    let outputs = function
+        .forward(&mut ctx, &arrays)
+        .map_err(|e| Error::Forward {
+            function: function.label().into_owned(),
+            inputs: describe(&arrays),
+            source: Box::new(e),
+        })?;
+    check_outputs(&function, &ctx, &arrays, &outputs)?;
+
+    let requires_grad = inputs.iter().any(|v| v.node.requires_grad);
+    if !(requires_grad && config::enable_backprop()) {
+        return Ok(outputs
+            .into_iter()
+            .map(|a| Variable::with_requires_grad(a, requires_grad))
+            .collect());
+    }
+
+    let rank = inputs.iter().map(|v| v.node.rank).max().unwrap_or(0);
+    let out_nodes: Vec<Arc<VarNode>> = outputs
+        .iter()
+        .map(|a| Arc::new(VarNode::new(a, true, rank + 1)))
+        .collect();
+    let mut input_slots: Vec<InputSlot> = inputs
+        .iter()
+        .map(|v| InputSlot {
+            node: v.node.clone(),
+            retained: None,
+        })
+        .collect();
+    for &i in &ctx.retain_inputs {
+        input_slots[i].retained = Some(arrays[i].clone());
+    }
+    let mut output_slots: Vec<OutputSlot> = out_nodes
+        .iter()
+        .zip(&outputs)
+        .map(|(n, a)| OutputSlot {
+            node: Arc::downgrade(n),
+            retained: None,
+            shape: n.shape.clone(),
+            dtype: a.dtype(),
+            device: a.device(),
+        })
+        .collect();
+    for &i in &ctx.retain_outputs {
+        output_slots[i].retained = Some(outputs[i].clone());
+    }
+    let func = Arc::new(FuncNode {
+        function: Box::new(function),
+        inputs: input_slots,
+        outputs: output_slots,
+        rank,
+    });
+    Ok(out_nodes
+        .into_iter()
+        .zip(outputs)
+        .map(|(node, array)| {
+            *lock(&node.creator) = Some(func.clone());
+            Variable::from_node(node, array)
+        })
+        .collect())
+}
+
+fn check_outputs<F: FunctionNode>(
+    function: &F,
+    ctx: &ForwardContext,
+    inputs: &[Array],
+    outputs: &[Array],
+) -> Result<()> {
+    if outputs.is_empty() {
+        return Err(Error::OutputCount {
+            function: function.label().into_owned(),
+            expected: 1,
+            actual: 0,
+        });
+    }
+    let bad_index = |what: &str, i: usize, n: usize| {
+        Error::Msg(format!(
+            "{}: retain_{what}s index {i} is out of range for {n} {what}(s)",
+            function.label()
+        ))
+    };
+    if let Some(&i) = ctx.retain_inputs.iter().find(|&&i| i >= inputs.len()) {
+        return Err(bad_index("input", i, inputs.len()));
+    }
+    if let Some(&i) = ctx.retain_outputs.iter().find(|&&i| i >= outputs.len()) {
+        return Err(bad_index("output", i, outputs.len()));
+    }
+    if config::debug() {
+        for (index, out) in outputs.iter().enumerate() {
+            if out.has_nan()? {
+                return Err(Error::NanDetected {
+                    function: function.label().into_owned(),
+                    stage: "forward",
+                    index,
+                    shape: out.shape().to_vec(),
+                });
+            }
+        }
+    }
+    Ok(())
+}

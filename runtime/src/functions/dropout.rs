@@ -1,0 +1,48 @@
+//! Dropout, active in training mode only.
+
+use super::{apply1, mul, only};
+use crate::error::{Error, Result};
+use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::random::with_default_rng;
+use crate::{config, Array, DType, Variable};
+
+struct Dropout {
+    mask: Array,
+}
+impl FunctionNode for Dropout {
+    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![x[0].mul(&self.mask)?])
+    }
+    fn backward(
+        &self,
+        _: &BackwardContext<'_>,
+        _: &[usize],
+        gys: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        Ok(vec![Some(mul(
+            only(gys),
+            &Variable::constant(self.mask.clone()),
+        )?)])
+    }
+}
+
+/// Zeroes each element with probability `ratio` and scales the rest by `1 / (1 - ratio)`, in
+/// training mode ([`config::train`]); in test mode returns `x` itself. The mask comes from this
+/// thread's default generator ([`crate::random::seed`]).
+pub fn dropout(x: &Variable, ratio: f64) -> Result<Variable> {
+    if !(0.0..1.0).contains(&ratio) {
+        return Err(Error::Msg(format!(
+            "dropout: ratio must be in [0, 1), got {ratio}"
+        )));
+    }
+    if !config::train() {
+        return Ok(x.clone());
+    }
+    super::array_ops::expect_float("dropout", x)?;
+    let scale = 1.0 / (1.0 - ratio);
+    let u = with_default_rng(|rng| Array::uniform(x.shape(), 0.0, 1.0, DType::F64, rng));
+    let mask = u
+        .map(|u: f64| if u >= ratio { scale } else { 0.0 })?
+        .astype(x.dtype())?;
+    apply1(Dropout { mask }, &[x])
+}

@@ -1,0 +1,154 @@
+//! Softmax, log-softmax and softmax cross entropy.
+
+use super::{apply1, exp, mul, mul_scalar, neg, only, sub, sum, sum_axes};
+use crate::error::{Error, Result};
+use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::{Array, DType, Variable};
+
+type Grads = Result<Vec<Option<Variable>>>;
+
+struct LogSoftmax {
+    axis: isize,
+}
+impl FunctionNode for LogSoftmax {
+    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
+        ctx.retain_outputs(&[0]);
+        let x = &x[0];
+        let axis = [self.axis];
+        let m = x.max(Some(&axis), true)?;
+        let shifted = x.sub(&m)?;
+        let lse = shifted.exp()?.sum(Some(&axis), true)?.log()?;
+        Ok(vec![shifted.sub(&lse)?])
+    }
+    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
+        // d log_softmax: gx = gy - softmax * Σ gy
+        let gy = only(gys);
+        let y = ctx.retained_output(0)?;
+        let total = sum_axes(gy, Some(&[self.axis]), true)?;
+        Ok(vec![Some(sub(gy, &mul(&exp(&y)?, &total)?)?)])
+    }
+}
+
+/// `log(softmax(x))` along `axis`, computed stably.
+pub fn log_softmax(x: &Variable, axis: isize) -> Result<Variable> {
+    super::array_ops::expect_float("log_softmax", x)?;
+    crate::layout::normalize_axis("log_softmax", axis, x.shape())?;
+    apply1(LogSoftmax { axis }, &[x])
+}
+
+/// Softmax along `axis`.
+pub fn softmax(x: &Variable, axis: isize) -> Result<Variable> {
+    exp(&log_softmax(x, axis)?)
+}
+
+/// Picks `x[i, t[i]]` for each row; rows whose label is negative give 0.
+struct SelectItem {
+    labels: Vec<i64>,
+}
+impl FunctionNode for SelectItem {
+    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
+        let x = &x[0];
+        let c = x.shape()[1];
+        let idx: Vec<i64> = self
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| if t < 0 { -1 } else { (i * c) as i64 + t })
+            .collect();
+        let flat = x.reshape(&[x.size()])?.to_f64_vec()?;
+        let picked: Vec<f64> = idx
+            .iter()
+            .map(|&j| if j < 0 { 0.0 } else { flat[j as usize] })
+            .collect();
+        Array::from_vec(picked, &[self.labels.len()])?
+            .astype(x.dtype())
+            .map(|a| vec![a])
+    }
+    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
+        let c = ctx.input_shape(0)[1];
+        Ok(vec![Some(apply1(
+            ScatterItem {
+                labels: self.labels.clone(),
+                classes: c,
+            },
+            &[only(gys)],
+        )?)])
+    }
+}
+
+/// The adjoint of `SelectItem`: puts `g[i]` at `[i, t[i]]` of a zero `(N, C)` array.
+struct ScatterItem {
+    labels: Vec<i64>,
+    classes: usize,
+}
+impl FunctionNode for ScatterItem {
+    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
+        let g = x[0].to_f64_vec()?;
+        let mut out = vec![0.0; self.labels.len() * self.classes];
+        for (i, (&t, &gi)) in self.labels.iter().zip(&g).enumerate() {
+            if t >= 0 {
+                out[i * self.classes + t as usize] = gi;
+            }
+        }
+        Array::from_vec(out, &[self.labels.len(), self.classes])?
+            .astype(x[0].dtype())
+            .map(|a| vec![a])
+    }
+    fn backward(&self, _: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
+        Ok(vec![Some(apply1(
+            SelectItem {
+                labels: self.labels.clone(),
+            },
+            &[only(gys)],
+        )?)])
+    }
+}
+
+/// `x[i, t[i]]` for each row `i` of a `(N, C)` variable; rows labelled `-1` give 0 and no gradient.
+pub fn select_item(x: &Variable, t: &Array) -> Result<Variable> {
+    let labels = check_labels("select_item", x, t)?;
+    apply1(SelectItem { labels }, &[x])
+}
+
+fn check_labels(op: &'static str, x: &Variable, t: &Array) -> Result<Vec<i64>> {
+    if x.ndim() != 2 || t.ndim() != 1 || t.shape()[0] != x.shape()[0] {
+        return Err(Error::Shape {
+            op,
+            msg: format!(
+                "expected x (N, C) and labels (N,), got {:?} and {:?}",
+                x.shape(),
+                t.shape()
+            ),
+        });
+    }
+    if !t.dtype().is_int() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            expected: "int32 or int64 labels",
+        });
+    }
+    let labels: Vec<i64> = t.astype(DType::I64)?.to_vec()?;
+    let classes = x.shape()[1] as i64;
+    if let Some((i, &bad)) = labels
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l < -1 || l >= classes)
+    {
+        return Err(Error::Msg(format!(
+            "{op}: label {bad} at index {i} is outside 0..{classes} (use -1 to ignore a sample)"
+        )));
+    }
+    Ok(labels)
+}
+
+/// Mean over samples of `-log softmax(x)[t]` for logits `x: (N, C)` and integer labels
+/// `t: (N,)`. Samples labelled `-1` are ignored (and not counted in the mean).
+pub fn softmax_cross_entropy(x: &Variable, t: &Array) -> Result<Variable> {
+    let labels = check_labels("softmax_cross_entropy", x, t)?;
+    let count = labels.iter().filter(|&&l| l >= 0).count().max(1);
+    let log_p = log_softmax(x, 1)?;
+    let picked = apply1(SelectItem { labels }, &[&log_p])?;
+    mul_scalar(&neg(&sum(&picked)?)?, 1.0 / count as f64)
+}

@@ -1,0 +1,41 @@
+//! Built-in differentiable functions (Chainer's `chainer.functions`), conventionally imported as
+//! `F` (`use kusari::prelude::*` does this).
+//!
+//! Every backward here is written with these same functions, so gradients of gradients work.
+//! Broadcasting binary functions sum their gradients back to each input's shape.
+
+mod arithmetic;
+mod array_ops;
+mod dropout;
+mod linear;
+mod loss;
+mod math;
+mod reduction;
+
+pub use arithmetic::{
+    add, add_scalar, div, div_scalar, maximum, mul, mul_scalar, neg, pow, pow_scalar, rdiv_scalar,
+    rsub_scalar, sub, sub_scalar, where_,
+};
+pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
+pub use dropout::dropout;
+pub use linear::{linear, matmul};
+pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
+pub use math::{exp, log, relu, sigmoid, sqrt, tanh};
+pub use reduction::{max, mean, min, sum, sum_axes};
+
+use crate::error::Result;
+use crate::function_node::FunctionNode;
+use crate::Variable;
+
+/// Applies a single-output function and returns its output.
+pub(crate) fn apply1(f: impl FunctionNode, inputs: &[&Variable]) -> Result<Variable> {
+    Ok(crate::function_node::apply(f, inputs)?.swap_remove(0))
+}
+
+/// The gradient of the only output of a single-output function (backward only runs when at
+/// least one output gradient is present).
+pub(crate) fn only(gys: &[Option<Variable>]) -> &Variable {
+    gys[0]
+        .as_ref()
+        .expect("backward runs only with a gradient present")
+}

@@ -1,0 +1,296 @@
+//! Shapes, strides and offsets: how an array's elements sit in its buffer.
+//!
+//! Strides are counted in elements and may be zero (broadcast) or negative (flipped views).
+//! Dimensions and strides are kept in ndarray's `IxDyn`, which stores up to four dimensions
+//! inline, so building a layout for a small array allocates nothing.
+
+use ndarray::{Dimension, IxDyn};
+
+use crate::error::{Error, Result};
+
+/// Shape, element strides and start offset of an array inside its buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    dims: IxDyn,
+    /// Strides as `isize` values stored in `usize` (ndarray's convention).
+    strides: IxDyn,
+    offset: usize,
+}
+
+/// C-order (row-major) strides for `shape`.
+pub(crate) fn c_strides(shape: &[usize]) -> IxDyn {
+    let mut strides = IxDyn::zeros(shape.len());
+    let mut acc = 1usize;
+    for (s, &d) in strides.slice_mut().iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc *= d.max(1);
+    }
+    strides
+}
+
+impl Layout {
+    /// A C-contiguous layout starting at offset 0.
+    pub(crate) fn contiguous(shape: &[usize]) -> Self {
+        Layout {
+            dims: IxDyn(shape),
+            strides: c_strides(shape),
+            offset: 0,
+        }
+    }
+
+    /// A layout from explicit parts (the caller keeps them inside the buffer).
+    pub(crate) fn from_strides(shape: &[usize], strides: &[isize], offset: usize) -> Self {
+        let mut st = IxDyn::zeros(strides.len());
+        for (d, &s) in st.slice_mut().iter_mut().zip(strides) {
+            *d = s as usize;
+        }
+        Layout {
+            dims: IxDyn(shape),
+            strides: st,
+            offset,
+        }
+    }
+
+    pub(crate) fn shape(&self) -> &[usize] {
+        self.dims.slice()
+    }
+
+    pub(crate) fn ndim(&self) -> usize {
+        self.dims.ndim()
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.dims.size()
+    }
+
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    pub(crate) fn stride(&self, axis: usize) -> isize {
+        self.strides[axis] as isize
+    }
+
+    pub(crate) fn strides(&self) -> Vec<isize> {
+        (0..self.ndim()).map(|a| self.stride(a)).collect()
+    }
+
+    /// Whether the elements are C-contiguous (axes of length 1 may have any stride).
+    pub(crate) fn is_contiguous(&self) -> bool {
+        let mut expected = 1isize;
+        for axis in (0..self.ndim()).rev() {
+            let d = self.dims[axis];
+            if d != 1 && self.stride(axis) != expected {
+                return false;
+            }
+            expected *= d as isize;
+        }
+        true
+    }
+
+    /// The buffer range holding the elements, in order, if the layout is C-contiguous.
+    pub(crate) fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        self.is_contiguous()
+            .then(|| self.offset..self.offset + self.size())
+    }
+
+    /// Lowest buffer index touched and the absolute strides: what an ndarray view needs
+    /// (ndarray views take non-negative strides; negative axes are inverted afterwards).
+    pub(crate) fn view_parts(&self) -> (usize, IxDyn, Vec<usize>) {
+        let mut base = self.offset as isize;
+        let mut abs = IxDyn::zeros(self.ndim());
+        let mut negative = Vec::new();
+        for axis in 0..self.ndim() {
+            let s = self.stride(axis);
+            if s < 0 {
+                if self.dims[axis] > 0 {
+                    base += (self.dims[axis] as isize - 1) * s;
+                }
+                negative.push(axis);
+            }
+            abs[axis] = s.unsigned_abs();
+        }
+        (base.max(0) as usize, abs, negative)
+    }
+
+    /// Axes permuted: `axes[i]` is the source axis of output axis `i`.
+    pub(crate) fn permuted(&self, axes: &[usize]) -> Self {
+        let mut dims = IxDyn::zeros(axes.len());
+        let mut strides = IxDyn::zeros(axes.len());
+        for (i, &a) in axes.iter().enumerate() {
+            dims[i] = self.dims[a];
+            strides[i] = self.strides[a];
+        }
+        Layout {
+            dims,
+            strides,
+            offset: self.offset,
+        }
+    }
+
+    /// The same elements seen in `shape`, broadcasting per NumPy's rules (no copy: stride 0).
+    pub(crate) fn broadcast_to(&self, shape: &[usize], op: &'static str) -> Result<Self> {
+        let err = || Error::Broadcast {
+            op,
+            lhs: self.shape().to_vec(),
+            rhs: shape.to_vec(),
+        };
+        if shape.len() < self.ndim() {
+            return Err(err());
+        }
+        let lead = shape.len() - self.ndim();
+        let mut strides = IxDyn::zeros(shape.len());
+        for (i, &d) in shape.iter().enumerate().skip(lead) {
+            let src = self.dims[i - lead];
+            strides[i] = if src == d {
+                self.strides[i - lead]
+            } else if src == 1 {
+                0
+            } else {
+                return Err(err());
+            };
+        }
+        Ok(Layout {
+            dims: IxDyn(shape),
+            strides,
+            offset: self.offset,
+        })
+    }
+
+    /// Axis `axis` reversed (a negative-stride view).
+    pub(crate) fn flipped(&self, axis: usize) -> Self {
+        let mut out = self.clone();
+        let d = self.dims[axis];
+        let s = self.stride(axis);
+        if d > 0 {
+            out.offset = (self.offset as isize + (d as isize - 1) * s) as usize;
+        }
+        out.strides[axis] = (-s) as usize;
+        out
+    }
+
+    /// Elements `start, start + step, ...` below `end` along `axis` (`step` may be negative,
+    /// then counting down from `start` to above `end`).
+    pub(crate) fn sliced(&self, axis: usize, start: usize, len: usize, step: isize) -> Self {
+        let mut out = self.clone();
+        let s = self.stride(axis);
+        out.offset = (self.offset as isize + start as isize * s) as usize;
+        out.dims[axis] = len;
+        out.strides[axis] = (s * step) as usize;
+        out
+    }
+
+    /// The same elements with a new shape, if the layout is contiguous (a view, no copy).
+    pub(crate) fn reshaped(&self, shape: &[usize]) -> Option<Self> {
+        self.is_contiguous().then(|| Layout {
+            dims: IxDyn(shape),
+            strides: c_strides(shape),
+            offset: self.offset,
+        })
+    }
+}
+
+/// The shape two operands broadcast to, per NumPy's rules.
+pub(crate) fn broadcast_shapes(
+    op: &'static str,
+    lhs: &[usize],
+    rhs: &[usize],
+) -> Result<Vec<usize>> {
+    let n = lhs.len().max(rhs.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let l = if i + lhs.len() >= n {
+            lhs[i + lhs.len() - n]
+        } else {
+            1
+        };
+        let r = if i + rhs.len() >= n {
+            rhs[i + rhs.len() - n]
+        } else {
+            1
+        };
+        out[i] = if l == r || r == 1 {
+            l
+        } else if l == 1 {
+            r
+        } else {
+            return Err(Error::Broadcast {
+                op,
+                lhs: lhs.to_vec(),
+                rhs: rhs.to_vec(),
+            });
+        };
+    }
+    Ok(out)
+}
+
+/// Normalises a possibly negative axis against `ndim`.
+pub(crate) fn normalize_axis(op: &'static str, axis: isize, shape: &[usize]) -> Result<usize> {
+    let ndim = shape.len() as isize;
+    let a = if axis < 0 { axis + ndim } else { axis };
+    if (0..ndim).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(Error::Axis {
+            op,
+            axis,
+            shape: shape.to_vec(),
+        })
+    }
+}
+
+/// Normalises a list of axes (`None` = all), sorted and without duplicates.
+pub(crate) fn normalize_axes(
+    op: &'static str,
+    axes: Option<&[isize]>,
+    shape: &[usize],
+) -> Result<Vec<usize>> {
+    let mut out = match axes {
+        None => (0..shape.len()).collect(),
+        Some(axes) => axes
+            .iter()
+            .map(|&a| normalize_axis(op, a, shape))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    out.sort_unstable();
+    let before = out.len();
+    out.dedup();
+    if out.len() != before {
+        return Err(Error::Shape {
+            op,
+            msg: format!("repeated axis in {axes:?} for shape {shape:?}"),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_shapes_follow_numpy() {
+        assert_eq!(broadcast_shapes("t", &[3, 1], &[4]).unwrap(), vec![3, 4]);
+        assert_eq!(broadcast_shapes("t", &[], &[2, 2]).unwrap(), vec![2, 2]);
+        assert!(broadcast_shapes("t", &[3], &[4]).is_err());
+    }
+
+    #[test]
+    fn flipped_then_view_parts_finds_lowest_address() {
+        let l = Layout::contiguous(&[2, 3]).flipped(1);
+        assert_eq!(l.offset(), 2);
+        assert_eq!(l.stride(1), -1);
+        let (base, abs, neg) = l.view_parts();
+        assert_eq!((base, abs.slice(), neg), (0, &[3usize, 1][..], vec![1]));
+    }
+
+    #[test]
+    fn contiguity_ignores_unit_axes() {
+        assert!(Layout::contiguous(&[1, 4])
+            .permuted(&[1, 0])
+            .is_contiguous());
+        assert!(!Layout::contiguous(&[2, 4])
+            .permuted(&[1, 0])
+            .is_contiguous());
+    }
+}

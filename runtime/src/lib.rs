@@ -1,0 +1,43 @@
+//! kusari: define differentiable operations in Rust.
+//!
+//! The model is Chainer's: a [`FunctionNode`] computes outputs from input arrays in `forward` and
+//! input gradients from output gradients in `backward`; applying it to [`Variable`]s records a
+//! graph that [`Variable::backward`] and [`grad`] walk back. Backward passes are written with
+//! differentiable functions (the [`functions`] module and the operators on `&Variable`), so
+//! gradients can be differentiated again.
+//!
+//! ```
+//! use kusari::prelude::*;
+//! # fn main() -> Result<()> {
+//! let x = Variable::new(Array::from_vec(vec![1.0f64, 2.0, 3.0], &[3])?);
+//! let y = F::sum(&(&x * &x)?)?;          // y = Σ x²
+//! y.backward()?;
+//! assert_eq!(x.grad().unwrap().array().to_vec::<f64>()?, vec![2.0, 4.0, 6.0]);
+//! # Ok(()) }
+//! ```
+
+mod array;
+mod backward;
+pub mod config;
+mod cpu;
+mod device;
+mod dtype;
+mod error;
+mod function;
+mod function_node;
+pub mod functions;
+mod layout;
+mod ops_macros;
+pub mod prelude;
+pub mod random;
+mod storage;
+mod variable;
+
+pub use array::{Array, WeakArray};
+pub use backward::{grad, BackwardOptions, GradOptions};
+pub use device::Device;
+pub use dtype::{DType, Element, FloatElement, NumElement};
+pub use error::{Error, Result};
+pub use function::Function;
+pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use variable::Variable;

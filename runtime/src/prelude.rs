@@ -1,0 +1,9 @@
+//! What a user writing an op needs: `use kusari::prelude::*;`.
+
+pub use crate::backward::{grad, BackwardOptions, GradOptions};
+pub use crate::config::{no_backprop_mode, using_train};
+pub use crate::function::Function;
+pub use crate::function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use crate::functions as F;
+pub use crate::random::Rng;
+pub use crate::{Array, DType, Device, Error, Result, Variable};
