@@ -1,1 +1,77 @@
+//! Helpers shared by kusari's integration tests: finite differences and closeness checks.
+//!
+//! The numerical gradient here is deliberately independent of the graph machinery: it only
+//! calls a forward closure on perturbed f64 copies of the inputs.
 
+use kusari::{Array, DType, Result};
+
+/// Central-difference gradient of `Σ gy · f(inputs)` with respect to each input, in f64.
+///
+/// `f` gets the inputs cast back to their own dtypes and returns one output array.
+pub fn numerical_grad(
+    f: impl Fn(&[Array]) -> Result<Array>,
+    inputs: &[Array],
+    gy: &Array,
+    eps: f64,
+) -> Result<Vec<Array>> {
+    let gy = gy.to_f64_vec()?;
+    let base: Vec<Vec<f64>> = inputs.iter().map(|a| a.to_f64_vec()).collect::<Result<_>>()?;
+    let rebuild = |values: &[Vec<f64>]| -> Result<Vec<Array>> {
+        inputs
+            .iter()
+            .zip(values)
+            .map(|(a, v)| Array::from_vec(v.clone(), a.shape())?.astype(a.dtype()))
+            .collect()
+    };
+    let weighted = |values: &[Vec<f64>]| -> Result<f64> {
+        let out = f(&rebuild(values)?)?.to_f64_vec()?;
+        assert_eq!(out.len(), gy.len(), "gy must have the output's size");
+        Ok(out.iter().zip(&gy).map(|(o, g)| o * g).sum())
+    };
+    let mut grads = Vec::new();
+    for (k, input) in inputs.iter().enumerate() {
+        let mut g = vec![0.0; base[k].len()];
+        for (j, gj) in g.iter_mut().enumerate() {
+            let mut plus = base.clone();
+            plus[k][j] += eps;
+            let mut minus = base.clone();
+            minus[k][j] -= eps;
+            *gj = (weighted(&plus)? - weighted(&minus)?) / (2.0 * eps);
+        }
+        grads.push(Array::from_vec(g, input.shape())?);
+    }
+    Ok(grads)
+}
+
+/// Asserts `|actual - expected| <= atol + rtol * |expected|` elementwise (any dtypes), with the
+/// worst element in the message.
+#[track_caller]
+pub fn assert_close(actual: &Array, expected: &Array, atol: f64, rtol: f64) {
+    assert_eq!(actual.shape(), expected.shape(), "shapes differ");
+    let a = actual.to_f64_vec().expect("readable");
+    let e = expected.to_f64_vec().expect("readable");
+    let worst = a
+        .iter()
+        .zip(&e)
+        .enumerate()
+        .map(|(i, (x, y))| (i, (x - y).abs() - (atol + rtol * y.abs())))
+        .fold((0, f64::NEG_INFINITY), |m, c| if c.1 > m.1 { c } else { m });
+    assert!(
+        worst.1 <= 0.0 || a.is_empty(),
+        "arrays differ at flat index {}: actual {} vs expected {} (atol {atol}, rtol {rtol})\nactual:   {a:?}\nexpected: {e:?}",
+        worst.0,
+        a[worst.0],
+        e[worst.0]
+    );
+}
+
+/// An f64 array from values and a shape.
+pub fn arr(values: &[f64], shape: &[usize]) -> Array {
+    Array::from_vec(values.to_vec(), shape).expect("values fill the shape")
+}
+
+/// Seeded uniform f64 values in `[-1, 1)`.
+pub fn uniform(shape: &[usize], seed: u64) -> Array {
+    let mut rng = kusari::random::Rng::seed(seed);
+    Array::uniform(shape, -1.0, 1.0, DType::F64, &mut rng)
+}
