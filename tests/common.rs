@@ -15,7 +15,10 @@ pub fn numerical_grad(
     eps: f64,
 ) -> Result<Vec<Array>> {
     let gy = gy.to_f64_vec()?;
-    let base: Vec<Vec<f64>> = inputs.iter().map(|a| a.to_f64_vec()).collect::<Result<_>>()?;
+    let base: Vec<Vec<f64>> = inputs
+        .iter()
+        .map(|a| a.to_f64_vec())
+        .collect::<Result<_>>()?;
     let rebuild = |values: &[Vec<f64>]| -> Result<Vec<Array>> {
         inputs
             .iter()

@@ -229,7 +229,8 @@ impl<'a> Engine<'a> {
     fn step(&mut self, func: &Arc<FuncNode>) -> Result<()> {
         let mut gys: Vec<Option<Variable>> = Vec::with_capacity(func.outputs.len());
         for slot in &func.outputs {
-            let g = slot.node.upgrade().and_then(|n| {
+            let node = lock(&slot.node).upgrade();
+            let g = node.and_then(|n| {
                 let g = if self.is_target(&n) {
                     self.grads.get(&key(&n)).map(|(_, g)| g.clone())
                 } else {
@@ -409,6 +410,42 @@ impl Variable {
     }
 }
 
+/// Checks that each gradient given to [`grad`] (as `what[i]`) has the shape, dtype and device of
+/// its variable: a mismatched one would broadcast silently or come back as a wrong result.
+fn check_given(what: &str, vars: &[&Variable], grads: &[Option<Variable>]) -> Result<()> {
+    for (i, (v, g)) in vars.iter().zip(grads).enumerate() {
+        let Some(g) = g else { continue };
+        let mismatch = |field: &str, expected: String, actual: String| Error::GradArguments {
+            msg: format!(
+                "{what}[{i}] has {field} {actual}, but its variable{} has {expected}",
+                v.node.name_suffix()
+            ),
+        };
+        if g.shape() != v.shape() {
+            return Err(mismatch(
+                "shape",
+                format!("{:?}", v.shape()),
+                format!("{:?}", g.shape()),
+            ));
+        }
+        if g.dtype() != v.dtype() {
+            return Err(mismatch(
+                "dtype",
+                v.dtype().to_string(),
+                g.dtype().to_string(),
+            ));
+        }
+        if g.device() != v.device() {
+            return Err(mismatch(
+                "device",
+                v.device().to_string(),
+                g.device().to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Gradients of `outputs` with respect to `inputs`, returned rather than stored (Chainer's
 /// `chainer.grad`). `grad_outputs` gives each output's initial gradient (`None`: its `grad`, or
 /// ones for a one-element output). With `enable_double_backprop`, the results carry a graph and
@@ -446,6 +483,7 @@ pub fn grad(
                 msg: format!("{} grad_outputs for {} outputs", g.len(), outputs.len()),
             });
         }
+        check_given("grad_outputs", outputs, g)?;
     }
     if let Some(g) = &options.grad_inputs {
         if g.len() != inputs.len() {
@@ -453,6 +491,7 @@ pub fn grad(
                 msg: format!("{} grad_inputs for {} inputs", g.len(), inputs.len()),
             });
         }
+        check_given("grad_inputs", inputs, g)?;
     }
     let targets: HashSet<NodeKey> = inputs.iter().map(|v| key(&v.node)).collect();
     let mut engine = Engine::new(

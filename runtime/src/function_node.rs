@@ -2,7 +2,7 @@
 //! and records it in the graph.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use ndarray::{Dimension, IxDyn};
 
@@ -128,7 +128,8 @@ pub(crate) struct InputSlot {
 }
 
 pub(crate) struct OutputSlot {
-    pub(crate) node: Weak<VarNode>,
+    /// The output's node; replaced by [`BackwardContext::retained_output`] when it has gone.
+    pub(crate) node: Mutex<Weak<VarNode>>,
     pub(crate) retained: Option<Array>,
     pub(crate) shape: IxDyn,
     pub(crate) dtype: DType,
@@ -174,7 +175,7 @@ impl Drop for FuncNode {
 /// What `backward` can read: the retained inputs and outputs as variables, and the shapes and
 /// dtypes of every input and output.
 pub struct BackwardContext<'a> {
-    pub(crate) node: &'a FuncNode,
+    pub(crate) node: &'a Arc<FuncNode>,
 }
 
 impl BackwardContext<'_> {
@@ -219,11 +220,20 @@ impl BackwardContext<'_> {
             .retained
             .clone()
             .ok_or_else(|| self.not_retained("output", i))?;
-        Ok(match slot.node.upgrade() {
-            Some(node) => Variable::from_node(node, array),
-            // The output variable is gone (no gradient flows through it): a fresh node suffices.
-            None => Variable::with_requires_grad(array, true),
-        })
+        let mut weak = lock(&slot.node);
+        let node = match weak.upgrade() {
+            Some(node) => node,
+            // The output variable is gone. Recreate its node with this function as creator (as
+            // Chainer does), so gradients that reach it in a later backward pass (double
+            // backprop) still flow through this function to the inputs.
+            None => {
+                let node = Arc::new(VarNode::new(&array, true, self.node.rank + 1));
+                *lock(&node.creator) = Some(self.node.clone());
+                *weak = Arc::downgrade(&node);
+                node
+            }
+        };
+        Ok(Variable::from_node(node, array))
     }
 
     /// All retained inputs, in index order (Chainer's `get_retained_inputs`).
@@ -337,7 +347,7 @@ pub fn apply<F: FunctionNode>(mut function: F, inputs: &[&Variable]) -> Result<V
         .iter()
         .zip(&outputs)
         .map(|(n, a)| OutputSlot {
-            node: Arc::downgrade(n),
+            node: Mutex::new(Arc::downgrade(n)),
             retained: None,
             shape: n.shape.clone(),
             dtype: a.dtype(),

@@ -176,7 +176,7 @@ pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Vec
             rhs_shape: b.shape().to_vec(),
         });
     }
-    Ok(broadcast_shapes(op, a.shape(), b.shape())?)
+    broadcast_shapes(op, a.shape(), b.shape())
 }
 
 impl Array {
@@ -374,6 +374,8 @@ impl Array {
     }
 
     /// `self > s` as a bool array.
+    // `x > s` is generic; clippy sees its `bool` instance as a comparison of booleans.
+    #[allow(clippy::bool_comparison)]
     pub fn gt_scalar(&self, s: f64) -> Result<Array> {
         with_dtype!(self.dtype(), T => {
             let s = T::from_f64(s);

@@ -94,16 +94,18 @@ impl<'a, T: Element> CpuRef<'a, T> {
 
     /// An ndarray view of the elements (any strides, including zero and negative).
     pub(crate) fn view(&self) -> ArrayViewD<'a, T> {
-        let (base, abs, negative) = self.layout.view_parts();
         let dims = IxDyn(self.layout.shape());
+        if self.layout.size() == 0 {
+            // Without elements the strides mean nothing; ndarray's own checks (e.g. in
+            // `to_owned`) expect default ones for empty arrays.
+            return ArrayViewD::from_shape(dims, &self.data[..0])
+                .expect("an empty shape fits an empty slice");
+        }
+        let (base, abs, negative) = self.layout.view_parts();
         // Every layout in kusari is built from a buffer and checked transformations of it, so
         // all elements the view reaches lie inside `data`.
-        debug_assert!(self.layout.size() == 0 || base < self.data.len());
-        let ptr = if self.layout.size() == 0 {
-            self.data.as_ptr()
-        } else {
-            self.data[base..].as_ptr()
-        };
+        debug_assert!(base < self.data.len());
+        let ptr = self.data[base..].as_ptr();
         // SAFETY: `ptr` and the non-negative strides stay inside `data` (see above), the view
         // borrows `data` for 'a, and nothing mutates a shared buffer.
         let mut view = unsafe { ArrayViewD::from_shape_ptr(dims.strides(abs), ptr) };
@@ -114,7 +116,7 @@ impl<'a, T: Element> CpuRef<'a, T> {
     }
 
     /// The elements in C order, borrowed when contiguous, copied otherwise.
-    pub(crate) fn to_cow(&self) -> std::borrow::Cow<'a, [T]> {
+    pub(crate) fn to_cow(self) -> std::borrow::Cow<'a, [T]> {
         match self.contiguous() {
             Some(s) => std::borrow::Cow::Borrowed(s),
             None => std::borrow::Cow::Owned(self.view().iter().copied().collect()),

@@ -66,11 +66,15 @@ pub(crate) fn reduce<T: NumElement>(a: CpuRef<'_, T>, axes: &[usize], kind: Redu
 /// The elements of an owned ndarray array in C order, without a copy when already so.
 pub(crate) fn into_c_vec<T: Clone>(a: ArrayD<T>) -> Vec<T> {
     if a.is_standard_layout() {
-        let (v, offset) = a.into_raw_vec_and_offset();
-        if offset.unwrap_or(0) == 0 {
+        // The buffer may be longer than the array (an owned array sliced in place).
+        let len = a.len();
+        let (mut v, offset) = a.into_raw_vec_and_offset();
+        let offset = offset.unwrap_or(0);
+        if offset == 0 {
+            v.truncate(len);
             return v;
         }
-        return v[offset.unwrap_or(0)..].to_vec();
+        return v[offset..offset + len].to_vec();
     }
     a.iter().cloned().collect()
 }

@@ -1,0 +1,65 @@
+//! ExpAdd, `z = exp(x) + exp(y)`: a FunctionNode whose backward is written with a built-in
+//! differentiable function (`F::exp`), so its gradient can be differentiated again with `grad`.
+//!
+//! Run with `cargo run --example expadd`.
+
+use kusari::prelude::*;
+use kusari_examples::allclose;
+
+/// f(x, y) = exp(x) + exp(y), elementwise.
+struct ExpAdd;
+
+impl FunctionNode for ExpAdd {
+    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        ctx.retain_inputs(&[0, 1]);
+        let (x, y) = (&inputs[0], &inputs[1]);
+        Ok(vec![(x.exp()? + y.exp()?)?])
+    }
+
+    fn backward(
+        &self,
+        ctx: &BackwardContext<'_>,
+        _target_input_indexes: &[usize],
+        grad_outputs: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        let (x, y) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
+        let gz = grad_outputs[0]
+            .as_ref()
+            .expect("backward runs only when its single output has a gradient");
+        // F::exp, not Array::exp: the gradient stays in the graph and can be differentiated.
+        Ok(vec![Some((gz * F::exp(&x)?)?), Some((gz * F::exp(&y)?)?)])
+    }
+}
+
+fn expadd(x: &Variable, y: &Variable) -> Result<Variable> {
+    Ok(ExpAdd.apply(&[x, y])?.remove(0))
+}
+
+fn main() -> Result<()> {
+    let x = Variable::new(Array::from_vec(vec![-1.0f64, 0.0, 0.5, 2.0], &[4])?);
+    let y = Variable::new(Array::from_vec(vec![1.0f64, -2.0, 0.0, 0.25], &[4])?);
+    let loss = F::sum(&expadd(&x, &y)?)?;
+
+    // First order, recorded so that it can be differentiated again.
+    let record = GradOptions {
+        enable_double_backprop: true,
+        ..Default::default()
+    };
+    let grads = grad(&[&loss], &[&x, &y], None, record)?;
+    let (gx, gy) = match grads.as_slice() {
+        [Some(gx), Some(gy)] => (gx.clone(), gy.clone()),
+        _ => return Err(Error::msg("expected gradients for x and y")),
+    };
+    println!("loss = Σ exp(x) + exp(y) = {}", loss.array());
+    println!("d loss/dx = {}\nd loss/dy = {}", gx.array(), gy.array());
+    assert!(allclose(gx.array(), &x.array().exp()?, 1e-12)?);
+    assert!(allclose(gy.array(), &y.array().exp()?, 1e-12)?);
+
+    // Second order: d/dx Σ_i (d loss/dx_i) = d/dx Σ exp(x) = exp(x) again.
+    let ggx = grad(&[&F::sum(&gx)?], &[&x], None, GradOptions::default())?.remove(0);
+    let ggx = ggx.ok_or_else(|| Error::msg("expected a second-order gradient"))?;
+    println!("d²loss/dx² (diagonal) = {}", ggx.array());
+    assert!(allclose(ggx.array(), &x.array().exp()?, 1e-12)?);
+    println!("ok: gradients are exp(x), exp(y); second order is exp(x)");
+    Ok(())
+}
