@@ -6,6 +6,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::config;
@@ -42,6 +43,30 @@ pub struct GradOptions {
 
 type NodeKey = *const VarNode;
 
+/// Hashes pointer keys with one multiply: graph maps are hit on every gradient, and SipHash's
+/// protection against chosen keys is not needed for addresses.
+#[derive(Default)]
+struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) ^ ((n as u64) >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type PtrMap<K, V> = HashMap<K, V, BuildHasherDefault<PtrHasher>>;
+type PtrSet<K> = HashSet<K, BuildHasherDefault<PtrHasher>>;
+
 fn key(node: &Arc<VarNode>) -> NodeKey {
     Arc::as_ptr(node)
 }
@@ -75,7 +100,7 @@ enum Sink<'a> {
     /// `backward()`: accumulate into every leaf's `grad`.
     Leaves,
     /// `grad()`: collect for these nodes only; touch no `grad`.
-    Targets(&'a HashSet<NodeKey>),
+    Targets(&'a PtrSet<NodeKey>),
 }
 
 struct Engine<'a> {
@@ -83,11 +108,11 @@ struct Engine<'a> {
     retain_grad: bool,
     double: bool,
     loss_scale: Option<f64>,
-    grads: HashMap<NodeKey, (Arc<VarNode>, Variable)>,
+    grads: PtrMap<NodeKey, (Arc<VarNode>, Variable)>,
     heap: BinaryHeap<Pending>,
-    queued: HashSet<*const FuncNode>,
+    queued: PtrSet<*const FuncNode>,
     /// For `grad()`: functions below which a target lies (memoised).
-    reaches: HashMap<*const FuncNode, bool>,
+    reaches: PtrMap<*const FuncNode, bool>,
 }
 
 /// Sums two gradients of one variable (differentiably when double backprop is on).
@@ -102,10 +127,10 @@ impl<'a> Engine<'a> {
             retain_grad,
             double,
             loss_scale,
-            grads: HashMap::new(),
+            grads: PtrMap::with_capacity_and_hasher(8, Default::default()),
             heap: BinaryHeap::new(),
-            queued: HashSet::new(),
-            reaches: HashMap::new(),
+            queued: PtrSet::default(),
+            reaches: PtrMap::default(),
         }
     }
 
@@ -493,7 +518,7 @@ pub fn grad(
         }
         check_given("grad_inputs", inputs, g)?;
     }
-    let targets: HashSet<NodeKey> = inputs.iter().map(|v| key(&v.node)).collect();
+    let targets: PtrSet<NodeKey> = inputs.iter().map(|v| key(&v.node)).collect();
     let mut engine = Engine::new(
         Sink::Targets(&targets),
         options.retain_grad,

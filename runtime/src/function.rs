@@ -119,7 +119,7 @@ struct OldStyleGrad {
 
 impl FunctionNode for OldStyleGrad {
     fn label(&self) -> Cow<'static, str> {
-        format!("{}.backward", self.label).into()
+        format!("GradientOf{}", self.label).into()
     }
 
     fn forward(&mut self, _: &mut ForwardContext, _: &[Array]) -> Result<Vec<Array>> {

@@ -106,19 +106,48 @@ pub trait FunctionNode: Send + Sync + 'static {
 /// What `forward` tells the graph: which inputs and outputs `backward` needs.
 #[derive(Debug, Default)]
 pub struct ForwardContext {
-    retain_inputs: Vec<usize>,
-    retain_outputs: Vec<usize>,
+    retain_inputs: Indexes,
+    retain_outputs: Indexes,
 }
 
 impl ForwardContext {
     /// Keeps inputs `indexes` for backward ([`BackwardContext::retained_input`]).
     pub fn retain_inputs(&mut self, indexes: &[usize]) {
-        self.retain_inputs = indexes.to_vec();
+        self.retain_inputs.set(indexes);
     }
 
     /// Keeps outputs `indexes` for backward ([`BackwardContext::retained_output`]).
     pub fn retain_outputs(&mut self, indexes: &[usize]) {
-        self.retain_outputs = indexes.to_vec();
+        self.retain_outputs.set(indexes);
+    }
+}
+
+/// A short list of indexes, inline up to eight (every apply records two of these).
+#[derive(Debug, Default)]
+struct Indexes {
+    inline: [usize; 8],
+    len: usize,
+    spilled: Vec<usize>,
+}
+
+impl Indexes {
+    fn set(&mut self, indexes: &[usize]) {
+        if indexes.len() <= self.inline.len() {
+            self.inline[..indexes.len()].copy_from_slice(indexes);
+            self.len = indexes.len();
+            self.spilled.clear();
+        } else {
+            self.len = 0;
+            self.spilled = indexes.to_vec();
+        }
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        if self.spilled.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
     }
 }
 
@@ -250,29 +279,51 @@ impl BackwardContext<'_> {
             .collect()
     }
 
+    fn input_node(&self, i: usize) -> Result<&VarNode> {
+        self.node
+            .inputs
+            .get(i)
+            .map(|s| &*s.node)
+            .ok_or_else(|| self.out_of_range("input", i, self.n_inputs()))
+    }
+
+    fn output_slot(&self, i: usize) -> Result<&OutputSlot> {
+        self.node
+            .outputs
+            .get(i)
+            .ok_or_else(|| self.out_of_range("output", i, self.n_outputs()))
+    }
+
+    fn out_of_range(&self, what: &str, i: usize, n: usize) -> Error {
+        Error::Msg(format!(
+            "{}: backward asks for {what} {i}, but the function has {n} {what}(s)",
+            self.label()
+        ))
+    }
+
     /// Shape of input `i` (known whether or not it was retained).
-    pub fn input_shape(&self, i: usize) -> &[usize] {
-        self.node.inputs[i].node.shape()
+    pub fn input_shape(&self, i: usize) -> Result<&[usize]> {
+        Ok(self.input_node(i)?.shape())
     }
 
     /// Dtype of input `i`.
-    pub fn input_dtype(&self, i: usize) -> DType {
-        self.node.inputs[i].node.dtype
+    pub fn input_dtype(&self, i: usize) -> Result<DType> {
+        Ok(self.input_node(i)?.dtype)
     }
 
     /// Shape of output `i`.
-    pub fn output_shape(&self, i: usize) -> &[usize] {
-        self.node.outputs[i].shape.slice()
+    pub fn output_shape(&self, i: usize) -> Result<&[usize]> {
+        Ok(self.output_slot(i)?.shape.slice())
     }
 
     /// Dtype of output `i`.
-    pub fn output_dtype(&self, i: usize) -> DType {
-        self.node.outputs[i].dtype
+    pub fn output_dtype(&self, i: usize) -> Result<DType> {
+        Ok(self.output_slot(i)?.dtype)
     }
 
     /// A zero gradient for output `i` (for outputs that received none), on its device.
     pub fn zeros_for_output(&self, i: usize) -> Result<Variable> {
-        let slot = &self.node.outputs[i];
+        let slot = self.output_slot(i)?;
         Ok(Variable::constant(
             Array::zeros(slot.shape.slice(), slot.dtype).to_device(slot.device)?,
         ))
@@ -299,8 +350,27 @@ pub(crate) fn describe(arrays: &[Array]) -> String {
 /// records it in the graph. Returns the outputs as variables.
 ///
 /// Errors from `forward` are wrapped with the function's label and the inputs' dtypes and shapes.
-pub fn apply<F: FunctionNode>(mut function: F, inputs: &[&Variable]) -> Result<Vec<Variable>> {
-    let arrays: Vec<Array> = inputs.iter().map(|v| v.array.clone()).collect();
+pub fn apply<F: FunctionNode>(function: F, inputs: &[&Variable]) -> Result<Vec<Variable>> {
+    // Small-input applies dominate tiny ops: keep their array list on the stack.
+    let a = |i: usize| inputs[i].array.clone();
+    match inputs.len() {
+        1 => apply_with(function, inputs, &[a(0)]),
+        2 => apply_with(function, inputs, &[a(0), a(1)]),
+        3 => apply_with(function, inputs, &[a(0), a(1), a(2)]),
+        4 => apply_with(function, inputs, &[a(0), a(1), a(2), a(3)]),
+        _ => apply_with(
+            function,
+            inputs,
+            &inputs.iter().map(|v| v.array.clone()).collect::<Vec<_>>(),
+        ),
+    }
+}
+
+fn apply_with<F: FunctionNode>(
+    mut function: F,
+    inputs: &[&Variable],
+    arrays: &[Array],
+) -> Result<Vec<Variable>> {
     if let Some(first) = arrays.first() {
         if let Some(other) = arrays.iter().find(|a| a.device() != first.device()) {
             return Err(Error::DeviceMismatch {
@@ -312,13 +382,13 @@ pub fn apply<F: FunctionNode>(mut function: F, inputs: &[&Variable]) -> Result<V
     }
     let mut ctx = ForwardContext::default();
     let outputs = function
-        .forward(&mut ctx, &arrays)
+        .forward(&mut ctx, arrays)
         .map_err(|e| Error::Forward {
             function: function.label().into_owned(),
-            inputs: describe(&arrays),
+            inputs: describe(arrays),
             source: Box::new(e),
         })?;
-    check_outputs(&function, &ctx, &arrays, &outputs)?;
+    check_outputs(&function, &ctx, arrays, &outputs)?;
 
     let requires_grad = inputs.iter().any(|v| v.node.requires_grad);
     if !(requires_grad && config::enable_backprop()) {
@@ -329,48 +399,42 @@ pub fn apply<F: FunctionNode>(mut function: F, inputs: &[&Variable]) -> Result<V
     }
 
     let rank = inputs.iter().map(|v| v.node.rank).max().unwrap_or(0);
-    let out_nodes: Vec<Arc<VarNode>> = outputs
-        .iter()
-        .map(|a| Arc::new(VarNode::new(a, true, rank + 1)))
+    let results: Vec<Variable> = outputs
+        .into_iter()
+        .map(|a| Variable::from_node(Arc::new(VarNode::new(&a, true, rank + 1)), a))
         .collect();
-    let mut input_slots: Vec<InputSlot> = inputs
+    let retain_in = ctx.retain_inputs.as_slice();
+    let input_slots: Vec<InputSlot> = inputs
         .iter()
-        .map(|v| InputSlot {
+        .zip(arrays)
+        .enumerate()
+        .map(|(i, (v, a))| InputSlot {
             node: v.node.clone(),
-            retained: None,
+            retained: retain_in.contains(&i).then(|| a.clone()),
         })
         .collect();
-    for &i in &ctx.retain_inputs {
-        input_slots[i].retained = Some(arrays[i].clone());
-    }
-    let mut output_slots: Vec<OutputSlot> = out_nodes
+    let retain_out = ctx.retain_outputs.as_slice();
+    let output_slots: Vec<OutputSlot> = results
         .iter()
-        .zip(&outputs)
-        .map(|(n, a)| OutputSlot {
-            node: Mutex::new(Arc::downgrade(n)),
-            retained: None,
-            shape: n.shape.clone(),
-            dtype: a.dtype(),
-            device: a.device(),
+        .enumerate()
+        .map(|(i, v)| OutputSlot {
+            node: Mutex::new(Arc::downgrade(&v.node)),
+            retained: retain_out.contains(&i).then(|| v.array.clone()),
+            shape: v.node.shape.clone(),
+            dtype: v.node.dtype,
+            device: v.node.device,
         })
         .collect();
-    for &i in &ctx.retain_outputs {
-        output_slots[i].retained = Some(outputs[i].clone());
-    }
     let func = Arc::new(FuncNode {
         function: Box::new(function),
         inputs: input_slots,
         outputs: output_slots,
         rank,
     });
-    Ok(out_nodes
-        .into_iter()
-        .zip(outputs)
-        .map(|(node, array)| {
-            *lock(&node.creator) = Some(func.clone());
-            Variable::from_node(node, array)
-        })
-        .collect())
+    for v in &results {
+        *lock(&v.node.creator) = Some(func.clone());
+    }
+    Ok(results)
 }
 
 fn check_outputs<F: FunctionNode>(
@@ -392,10 +456,20 @@ fn check_outputs<F: FunctionNode>(
             function.label()
         ))
     };
-    if let Some(&i) = ctx.retain_inputs.iter().find(|&&i| i >= inputs.len()) {
+    if let Some(&i) = ctx
+        .retain_inputs
+        .as_slice()
+        .iter()
+        .find(|&&i| i >= inputs.len())
+    {
         return Err(bad_index("input", i, inputs.len()));
     }
-    if let Some(&i) = ctx.retain_outputs.iter().find(|&&i| i >= outputs.len()) {
+    if let Some(&i) = ctx
+        .retain_outputs
+        .as_slice()
+        .iter()
+        .find(|&&i| i >= outputs.len())
+    {
         return Err(bad_index("output", i, outputs.len()));
     }
     if config::debug() {

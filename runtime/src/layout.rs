@@ -8,6 +8,9 @@ use ndarray::{Dimension, IxDyn};
 
 use crate::error::{Error, Result};
 
+/// A shape held inline for up to four dimensions.
+pub(crate) type Shape = IxDyn;
+
 /// Shape, element strides and start offset of an array inside its buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -15,6 +18,8 @@ pub(crate) struct Layout {
     /// Strides as `isize` values stored in `usize` (ndarray's convention).
     strides: IxDyn,
     offset: usize,
+    /// Whether the elements lie in C order without gaps (computed once; checked on every op).
+    contiguous: bool,
 }
 
 /// C-order (row-major) strides for `shape`.
@@ -35,7 +40,19 @@ impl Layout {
             dims: IxDyn(shape),
             strides: c_strides(shape),
             offset: 0,
+            contiguous: true,
         }
+    }
+
+    fn new(dims: IxDyn, strides: IxDyn, offset: usize) -> Self {
+        let mut layout = Layout {
+            dims,
+            strides,
+            offset,
+            contiguous: false,
+        };
+        layout.contiguous = layout.compute_contiguous();
+        layout
     }
 
     /// A layout from explicit parts (the caller keeps them inside the buffer).
@@ -44,11 +61,11 @@ impl Layout {
         for (d, &s) in st.slice_mut().iter_mut().zip(strides) {
             *d = s as usize;
         }
-        Layout {
-            dims: IxDyn(shape),
-            strides: st,
-            offset,
-        }
+        Layout::new(IxDyn(shape), st, offset)
+    }
+
+    pub(crate) fn dims(&self) -> &Shape {
+        &self.dims
     }
 
     pub(crate) fn shape(&self) -> &[usize] {
@@ -77,6 +94,10 @@ impl Layout {
 
     /// Whether the elements are C-contiguous (axes of length 1 may have any stride).
     pub(crate) fn is_contiguous(&self) -> bool {
+        self.contiguous
+    }
+
+    fn compute_contiguous(&self) -> bool {
         let mut expected = 1isize;
         for axis in (0..self.ndim()).rev() {
             let d = self.dims[axis];
@@ -121,11 +142,7 @@ impl Layout {
             dims[i] = self.dims[a];
             strides[i] = self.strides[a];
         }
-        Layout {
-            dims,
-            strides,
-            offset: self.offset,
-        }
+        Layout::new(dims, strides, self.offset)
     }
 
     /// The same elements seen in `shape`, broadcasting per NumPy's rules (no copy: stride 0).
@@ -150,11 +167,7 @@ impl Layout {
                 return Err(err());
             };
         }
-        Ok(Layout {
-            dims: IxDyn(shape),
-            strides,
-            offset: self.offset,
-        })
+        Ok(Layout::new(IxDyn(shape), strides, self.offset))
     }
 
     /// Axis `axis` reversed (a negative-stride view).
@@ -166,6 +179,7 @@ impl Layout {
             out.offset = (self.offset as isize + (d as isize - 1) * s) as usize;
         }
         out.strides[axis] = (-s) as usize;
+        out.contiguous = out.compute_contiguous();
         out
     }
 
@@ -177,15 +191,15 @@ impl Layout {
         out.offset = (self.offset as isize + start as isize * s) as usize;
         out.dims[axis] = len;
         out.strides[axis] = (s * step) as usize;
+        out.contiguous = out.compute_contiguous();
         out
     }
 
     /// The same elements with a new shape, if the layout is contiguous (a view, no copy).
     pub(crate) fn reshaped(&self, shape: &[usize]) -> Option<Self> {
         self.is_contiguous().then(|| Layout {
-            dims: IxDyn(shape),
-            strides: c_strides(shape),
             offset: self.offset,
+            ..Layout::contiguous(shape)
         })
     }
 }

@@ -27,6 +27,7 @@ mod function;
 mod function_node;
 pub mod functions;
 mod layout;
+pub mod memory;
 mod ops_macros;
 pub mod prelude;
 pub mod random;

@@ -39,7 +39,7 @@ impl VarNode {
         VarNode {
             requires_grad,
             rank,
-            shape: IxDyn(array.shape()),
+            shape: array.layout().dims().clone(),
             dtype: array.dtype(),
             device: array.device(),
             creator: Mutex::new(None),

@@ -8,8 +8,9 @@ use crate::dtype::{
     with_dtype, with_float_dtype, with_num_dtype, Element, FloatElement, NumElement,
 };
 use crate::error::{Error, Result};
-use crate::layout::broadcast_shapes;
+use crate::layout::{broadcast_shapes, Shape};
 use crate::{Array, DType};
+use ndarray::{Dimension, IxDyn};
 
 /// A binary op on numeric elements.
 pub(crate) trait BinaryOp {
@@ -159,7 +160,7 @@ pub(crate) const NUMERIC: &str = "a numeric dtype (not bool)";
 pub(crate) const FLOATING: &str = "a floating-point dtype (float16, bfloat16, float32, float64)";
 
 /// Checks that two operands share a device and dtype and returns their broadcast shape.
-pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Vec<usize>> {
+pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Shape> {
     if a.device() != b.device() {
         return Err(Error::DeviceMismatch {
             op: op.to_string(),
@@ -176,15 +177,19 @@ pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Vec
             rhs_shape: b.shape().to_vec(),
         });
     }
-    broadcast_shapes(op, a.shape(), b.shape())
+    if a.shape() == b.shape() {
+        return Ok(a.layout().dims().clone());
+    }
+    Ok(IxDyn(&broadcast_shapes(op, a.shape(), b.shape())?))
 }
 
 impl Array {
     pub(crate) fn binary<O: BinaryOp>(&self, rhs: &Array) -> Result<Array> {
-        let shape = check_binary(O::NAME, self, rhs)?;
+        let dims = check_binary(O::NAME, self, rhs)?;
+        let shape = dims.slice();
         with_num_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec(zip2(a, b, &shape, O::f::<T>), &shape))
+            Ok(Array::from_cpu_vec(zip2(a, b, shape, O::f::<T>), shape))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
 
@@ -193,35 +198,37 @@ impl Array {
             let a = self.host::<T>(O::NAME)?;
             let s = T::from_f64(s);
             let v = if scalar_first { map1(a, |x| O::f(s, x)) } else { map1(a, |x| O::f(x, s)) };
-            Ok(Array::from_cpu_vec(v, self.shape()))
+            Ok(Array::from_cpu_vec_like(v, self.layout()))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
 
     pub(crate) fn float_binary<O: FloatBinaryOp>(&self, rhs: &Array) -> Result<Array> {
-        let shape = check_binary(O::NAME, self, rhs)?;
+        let dims = check_binary(O::NAME, self, rhs)?;
+        let shape = dims.slice();
         with_float_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec(zip2(a, b, &shape, O::f::<T>), &shape))
+            Ok(Array::from_cpu_vec(zip2(a, b, shape, O::f::<T>), shape))
         }, other => Err(unsupported(O::NAME, self, FLOATING)))
     }
 
     pub(crate) fn unary<O: UnaryOp>(&self) -> Result<Array> {
         with_num_dtype!(self.dtype(), T => {
-            Ok(Array::from_cpu_vec(map1(self.host::<T>(O::NAME)?, O::f::<T>), self.shape()))
+            Ok(Array::from_cpu_vec_like(map1(self.host::<T>(O::NAME)?, O::f::<T>), self.layout()))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
 
     pub(crate) fn float_unary<O: FloatUnaryOp>(&self) -> Result<Array> {
         with_float_dtype!(self.dtype(), T => {
-            Ok(Array::from_cpu_vec(map1(self.host::<T>(O::NAME)?, O::f::<T>), self.shape()))
+            Ok(Array::from_cpu_vec_like(map1(self.host::<T>(O::NAME)?, O::f::<T>), self.layout()))
         }, other => Err(unsupported(O::NAME, self, FLOATING)))
     }
 
     pub(crate) fn compare<O: CmpOp>(&self, rhs: &Array) -> Result<Array> {
-        let shape = check_binary(O::NAME, self, rhs)?;
+        let dims = check_binary(O::NAME, self, rhs)?;
+        let shape = dims.slice();
         with_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec(zip2(a, b, &shape, O::f::<T>), &shape))
+            Ok(Array::from_cpu_vec(zip2(a, b, shape, O::f::<T>), shape))
         })
     }
 
@@ -299,7 +306,7 @@ impl Array {
     pub fn pow_scalar(&self, p: f64) -> Result<Array> {
         with_float_dtype!(self.dtype(), T => {
             let p = T::from_f64(p);
-            Ok(Array::from_cpu_vec(map1(self.host::<T>("pow")?, |x| x.powf(p)), self.shape()))
+            Ok(Array::from_cpu_vec_like(map1(self.host::<T>("pow")?, |x| x.powf(p)), self.layout()))
         }, other => Err(unsupported("pow", self, FLOATING)))
     }
 
@@ -379,7 +386,7 @@ impl Array {
     pub fn gt_scalar(&self, s: f64) -> Result<Array> {
         with_dtype!(self.dtype(), T => {
             let s = T::from_f64(s);
-            Ok(Array::from_cpu_vec(map1(self.host::<T>("greater")?, |x| x > s), self.shape()))
+            Ok(Array::from_cpu_vec_like(map1(self.host::<T>("greater")?, |x| x > s), self.layout()))
         })
     }
 
@@ -406,7 +413,7 @@ impl Array {
                 rhs: a.device(),
             });
         }
-        let shape = broadcast_shapes(OP, cond.shape(), &ab)?;
+        let shape = broadcast_shapes(OP, cond.shape(), ab.slice())?;
         let c = cond.host::<bool>(OP)?;
         with_dtype!(a.dtype(), T => {
             let (x, y) = (a.host::<T>(OP)?, b.host::<T>(OP)?);
@@ -419,10 +426,15 @@ impl Array {
         const OP: &str = "mul_add";
         let xy = check_binary(OP, self, y)?;
         check_binary(OP, self, z)?;
-        let shape = broadcast_shapes(OP, &xy, z.shape())?;
+        let dims = if z.shape() == xy.slice() {
+            xy
+        } else {
+            IxDyn(&broadcast_shapes(OP, xy.slice(), z.shape())?)
+        };
+        let shape = dims.slice();
         with_num_dtype!(self.dtype(), T => {
             let (a, b, c) = (self.host::<T>(OP)?, y.host::<T>(OP)?, z.host::<T>(OP)?);
-            Ok(Array::from_cpu_vec(zip3(a, b, c, &shape, |a, b, c| a.times(b).plus(c)), &shape))
+            Ok(Array::from_cpu_vec(zip3(a, b, c, shape, |a, b, c| a.times(b).plus(c)), shape))
         }, bool => Err(unsupported(OP, self, NUMERIC)))
     }
 

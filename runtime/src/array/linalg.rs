@@ -22,7 +22,7 @@ impl Array {
         const OP: &str = "matmul";
         check_binary(OP, self, rhs).or_else(|e| match e {
             // Shapes are checked below with matmul's own rules.
-            Error::Broadcast { .. } => Ok(vec![]),
+            Error::Broadcast { .. } => Ok(ndarray::IxDyn(&[])),
             e => Err(e),
         })?;
         if self.ndim() == 0 || rhs.ndim() == 0 {

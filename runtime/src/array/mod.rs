@@ -63,6 +63,20 @@ impl Array {
         }
     }
 
+    /// A C-contiguous array over `data` shaped like `like` (no shape to rebuild).
+    pub(crate) fn from_cpu_vec_like<T: Element>(data: Vec<T>, like: &Layout) -> Self {
+        debug_assert_eq!(data.len(), like.size());
+        let layout = if like.is_contiguous() && like.offset() == 0 {
+            like.clone()
+        } else {
+            Layout::contiguous(like.shape())
+        };
+        Array {
+            storage: Arc::new(Storage::Cpu(CpuStorage::from_vec(data))),
+            layout,
+        }
+    }
+
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
     }
@@ -123,7 +137,11 @@ impl Array {
     /// An array of `shape` filled with `value` (cast to `dtype`).
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Self {
         let size = shape.iter().product();
-        with_dtype!(dtype, T => Self::from_cpu_vec(vec![T::from_f64(value); size], shape))
+        with_dtype!(dtype, T => {
+            let mut data = crate::cpu::pool::alloc::<T>(size);
+            data.resize(size, T::from_f64(value));
+            Self::from_cpu_vec(data, shape)
+        })
     }
 
     /// Zeros of `shape` and `dtype`.

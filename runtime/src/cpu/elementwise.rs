@@ -7,7 +7,7 @@
 
 use std::mem::MaybeUninit;
 
-use ndarray::{ArrayD, IxDyn, Zip};
+use ndarray::{ArrayViewMutD, IxDyn, Zip};
 use rayon::prelude::*;
 
 use super::CpuRef;
@@ -23,7 +23,7 @@ fn collect_chunks<O: Element>(
     n: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync + Send,
 ) -> Vec<O> {
-    let mut out: Vec<O> = Vec::with_capacity(n);
+    let mut out: Vec<O> = super::pool::alloc(n);
     let spare = &mut out.spare_capacity_mut()[..n];
     if n >= PAR_MIN {
         spare
@@ -38,19 +38,19 @@ fn collect_chunks<O: Element>(
     out
 }
 
-/// Runs `body` over a fresh uninitialised array of `shape` and returns its C-order buffer.
+/// Runs `body` over a fresh uninitialised C-order view of `shape` and returns its buffer.
 fn collect_zip<O: Element>(
     shape: &[usize],
-    body: impl FnOnce(&mut ArrayD<MaybeUninit<O>>),
+    body: impl FnOnce(ArrayViewMutD<'_, MaybeUninit<O>>),
 ) -> Vec<O> {
-    let mut out = ArrayD::<O>::uninit(IxDyn(shape));
-    body(&mut out);
-    // SAFETY: `body` zips over every element of `out` and writes each one.
-    let out = unsafe { out.assume_init() };
-    let (vec, offset) = out.into_raw_vec_and_offset();
-    // A fresh array starts its buffer (ndarray reports no offset for an empty one).
-    debug_assert!(matches!(offset, Some(0) | None));
-    vec
+    let n = shape.iter().product();
+    let mut out: Vec<O> = super::pool::alloc(n);
+    let view = ArrayViewMutD::from_shape(IxDyn(shape), &mut out.spare_capacity_mut()[..n])
+        .expect("a buffer of the shape's size fits the shape");
+    body(view);
+    // SAFETY: `body` zips over every element of the view, which covers `out[..n]`, writing each.
+    unsafe { out.set_len(n) };
+    out
 }
 
 /// `f` applied to each element of `a`, in C order.

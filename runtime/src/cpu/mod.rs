@@ -2,6 +2,7 @@
 
 mod elementwise;
 mod linalg;
+pub(crate) mod pool;
 mod reduce;
 
 pub(crate) use elementwise::{map1, zip2, zip3, PAR_MIN};
@@ -28,6 +29,21 @@ pub(crate) enum CpuStorage {
     BF16(Vec<bf16>),
     F32(Vec<f32>),
     F64(Vec<f64>),
+}
+
+impl Drop for CpuStorage {
+    /// Large buffers go back to the pool for the next array of the same dtype and length.
+    fn drop(&mut self) {
+        match self {
+            CpuStorage::Bool(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::I32(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::I64(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::F16(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::BF16(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::F32(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::F64(v) => pool::recycle(std::mem::take(v)),
+        }
+    }
 }
 
 impl CpuStorage {

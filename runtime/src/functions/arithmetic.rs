@@ -9,7 +9,7 @@ type Grads = Result<Vec<Option<Variable>>>;
 
 /// Sums `g` back to the shape of input `i` (undoing broadcasting).
 fn to_input(ctx: &BackwardContext<'_>, i: usize, g: Result<Variable>) -> Result<Option<Variable>> {
-    Ok(Some(sum_to(&g?, ctx.input_shape(i))?))
+    Ok(Some(sum_to(&g?, ctx.input_shape(i)?)?))
 }
 
 struct Add;

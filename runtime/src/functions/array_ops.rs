@@ -15,7 +15,7 @@ impl FunctionNode for Reshape {
         Ok(vec![x[0].reshape(&self.shape)?])
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(reshape(only(gys), ctx.input_shape(0))?)])
+        Ok(vec![Some(reshape(only(gys), ctx.input_shape(0)?)?)])
     }
 }
 
@@ -67,7 +67,7 @@ impl FunctionNode for BroadcastTo {
         Ok(vec![x[0].broadcast_to(&self.shape)?])
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(sum_to(only(gys), ctx.input_shape(0))?)])
+        Ok(vec![Some(sum_to(only(gys), ctx.input_shape(0)?)?)])
     }
 }
 
@@ -92,7 +92,7 @@ impl FunctionNode for SumTo {
         Ok(vec![x[0].sum_to(&self.shape)?])
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(broadcast_to(only(gys), ctx.input_shape(0))?)])
+        Ok(vec![Some(broadcast_to(only(gys), ctx.input_shape(0)?)?)])
     }
 }
 
@@ -132,7 +132,7 @@ impl FunctionNode for AsType {
         Ok(vec![x[0].astype(self.dtype)?])
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let input = ctx.input_dtype(0);
+        let input = ctx.input_dtype(0)?;
         // Only floating-point inputs carry gradients.
         Ok(vec![if input.is_float() {
             Some(astype(only(gys), input)?)

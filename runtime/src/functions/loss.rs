@@ -65,7 +65,7 @@ impl FunctionNode for SelectItem {
             .map(|a| vec![a])
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let c = ctx.input_shape(0)[1];
+        let c = ctx.input_shape(0)?[1];
         Ok(vec![Some(apply1(
             ScatterItem {
                 labels: self.labels.clone(),

@@ -17,7 +17,7 @@ fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
 
 /// Spreads the gradient of a reduction back over the input's shape.
 fn spread(ctx: &BackwardContext<'_>, axes: &[usize], gy: &Variable) -> Result<Variable> {
-    let shape = ctx.input_shape(0);
+    let shape = ctx.input_shape(0)?;
     broadcast_to(&reshape(gy, &kept_shape(shape, axes))?, shape)
 }
 

@@ -1,0 +1,123 @@
+//! A cache of large host buffers, so that a loop that frees and allocates arrays of the same size
+//! (every training step does) reuses memory instead of asking the OS for fresh pages.
+//!
+//! Fresh pages of a large allocation are faulted in and zeroed by the kernel on first touch; on
+//! virtual machines that costs several times the arithmetic of an elementwise op. Buffers of at
+//! least [`MIN_POOLED_BYTES`] are kept here when their array is dropped, up to a byte limit, and
+//! handed out again for the same dtype and length. Smaller buffers go straight to the allocator.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::dtype::Element;
+use crate::variable::lock;
+
+/// Buffers below this size are not cached (the allocator serves them from its free lists).
+pub(crate) const MIN_POOLED_BYTES: usize = 1 << 20;
+
+/// Default cap on cached bytes.
+const DEFAULT_LIMIT: usize = 1 << 30;
+
+static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_LIMIT);
+
+#[derive(Default)]
+struct Pool {
+    /// Free buffers by (element type, length); each holds a `Vec<T>` of that capacity.
+    free: HashMap<(std::any::TypeId, usize), Vec<Box<dyn Any + Send>>>,
+    bytes: usize,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+/// An empty `Vec<T>` with capacity for exactly `n` elements, reused from the pool when possible.
+pub(crate) fn alloc<T: Element>(n: usize) -> Vec<T> {
+    let bytes = n * std::mem::size_of::<T>();
+    if bytes >= MIN_POOLED_BYTES {
+        let mut pool = lock(&POOL);
+        if let Some(p) = pool.as_mut() {
+            if let Some(list) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n)) {
+                if let Some(buf) = list.pop() {
+                    p.bytes -= bytes;
+                    if let Ok(v) = buf.downcast::<Vec<T>>() {
+                        return *v;
+                    }
+                }
+            }
+        }
+    }
+    Vec::with_capacity(n)
+}
+
+/// Takes a dropped array's buffer into the pool if it is large and the pool has room.
+pub(crate) fn recycle<T: Element>(mut v: Vec<T>) {
+    let n = v.capacity();
+    let bytes = n * std::mem::size_of::<T>();
+    if bytes < MIN_POOLED_BYTES {
+        return;
+    }
+    let mut pool = lock(&POOL);
+    let p = pool.get_or_insert_with(Pool::default);
+    if p.bytes + bytes > LIMIT.load(Ordering::Relaxed) {
+        return;
+    }
+    v.clear();
+    p.bytes += bytes;
+    p.free
+        .entry((std::any::TypeId::of::<T>(), n))
+        .or_default()
+        .push(Box::new(v));
+}
+
+/// Bytes held by cached host buffers.
+pub fn cached_bytes() -> usize {
+    lock(&POOL).as_ref().map_or(0, |p| p.bytes)
+}
+
+/// Returns every cached host buffer to the system allocator.
+pub fn free_cached() {
+    lock(&POOL).take();
+}
+
+/// Caps the bytes kept in the host buffer cache (0 disables caching); frees the cache if it is
+/// over the new cap. The default is 1 GiB.
+pub fn set_cache_limit(bytes: usize) {
+    LIMIT.store(bytes, Ordering::Relaxed);
+    if cached_bytes() > bytes {
+        free_cached();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The only test in this binary that allocates pooled sizes, so the global pool is its own.
+    #[test]
+    fn a_dropped_large_buffer_is_reused_and_the_cap_is_honoured() {
+        let n = MIN_POOLED_BYTES / 4;
+        let v: Vec<f32> = alloc(n);
+        let ptr = v.as_ptr();
+        recycle(v);
+        assert_eq!(cached_bytes(), n * 4);
+        let again: Vec<f32> = alloc(n);
+        assert_eq!(
+            again.as_ptr(),
+            ptr,
+            "same dtype and length reuse the buffer"
+        );
+        assert_eq!((again.len(), again.capacity()), (0, n));
+        assert_eq!(cached_bytes(), 0);
+        let other: Vec<f64> = alloc(n);
+        assert_ne!(other.as_ptr(), ptr, "another dtype does not take it");
+
+        set_cache_limit(0);
+        recycle(again);
+        assert_eq!(cached_bytes(), 0, "a zero cap caches nothing");
+        set_cache_limit(DEFAULT_LIMIT);
+        let small: Vec<f32> = alloc(16);
+        recycle(small);
+        assert_eq!(cached_bytes(), 0, "small buffers are never cached");
+    }
+}
