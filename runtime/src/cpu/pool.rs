@@ -110,7 +110,11 @@ mod tests {
         assert_eq!((again.len(), again.capacity()), (0, n));
         assert_eq!(cached_bytes(), 0);
         let other: Vec<f64> = alloc(n);
-        assert_ne!(other.as_ptr(), ptr, "another dtype does not take it");
+        assert_ne!(
+            other.as_ptr().cast::<f32>(),
+            ptr,
+            "another dtype does not take it"
+        );
 
         set_cache_limit(0);
         recycle(again);
