@@ -108,11 +108,61 @@ struct Engine<'a> {
     retain_grad: bool,
     double: bool,
     loss_scale: Option<f64>,
+    s: Scratch,
+}
+
+/// The engine's containers, kept per thread between backward passes so that a small backward
+/// allocates nothing for its bookkeeping. Always cleared before being put back.
+#[derive(Default)]
+struct Scratch {
     grads: PtrMap<NodeKey, (Arc<VarNode>, Variable)>,
     heap: BinaryHeap<Pending>,
     queued: PtrSet<*const FuncNode>,
     /// For `grad()`: functions below which a target lies (memoised).
     reaches: PtrMap<*const FuncNode, bool>,
+    gys: Vec<Option<Variable>>,
+    targets: Vec<usize>,
+}
+
+/// Containers that grew past this many entries are not kept (one huge graph should not pin
+/// memory for the rest of the thread's life).
+const SCRATCH_KEEP_MAX: usize = 4096;
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+}
+
+impl Scratch {
+    fn take() -> Scratch {
+        SCRATCH.with(|c| c.take()).unwrap_or_else(|| Scratch {
+            grads: PtrMap::with_capacity_and_hasher(8, Default::default()),
+            ..Scratch::default()
+        })
+    }
+
+    fn give_back(mut self) {
+        self.grads.clear();
+        self.heap.clear();
+        self.queued.clear();
+        self.reaches.clear();
+        self.gys.clear();
+        self.targets.clear();
+        let big = self
+            .grads
+            .capacity()
+            .max(self.queued.capacity())
+            .max(self.reaches.capacity())
+            > SCRATCH_KEEP_MAX;
+        if !big {
+            SCRATCH.with(|c| c.set(Some(self)));
+        }
+    }
+}
+
+impl Drop for Engine<'_> {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.s).give_back();
+    }
 }
 
 /// Sums two gradients of one variable (differentiably when double backprop is on).
@@ -127,10 +177,7 @@ impl<'a> Engine<'a> {
             retain_grad,
             double,
             loss_scale,
-            grads: PtrMap::with_capacity_and_hasher(8, Default::default()),
-            heap: BinaryHeap::new(),
-            queued: PtrSet::default(),
-            reaches: PtrMap::default(),
+            s: Scratch::take(),
         }
     }
 
@@ -164,7 +211,7 @@ impl<'a> Engine<'a> {
         let mut stack = vec![(root, false)];
         while let Some((f, expanded)) = stack.pop() {
             let fk = Arc::as_ptr(&f);
-            if self.reaches.contains_key(&fk) {
+            if self.s.reaches.contains_key(&fk) {
                 continue;
             }
             let inputs = f.inputs.iter().filter(|s| s.node.requires_grad);
@@ -172,10 +219,14 @@ impl<'a> Engine<'a> {
                 let hit = inputs.clone().any(|s| {
                     targets.contains(&key(&s.node))
                         || s.node.creator().is_some_and(|c| {
-                            self.reaches.get(&Arc::as_ptr(&c)).copied().unwrap_or(false)
+                            self.s
+                                .reaches
+                                .get(&Arc::as_ptr(&c))
+                                .copied()
+                                .unwrap_or(false)
                         })
                 });
-                self.reaches.insert(fk, hit);
+                self.s.reaches.insert(fk, hit);
             } else {
                 let children: Vec<Arc<FuncNode>> =
                     inputs.filter_map(|s| s.node.creator()).collect();
@@ -183,7 +234,7 @@ impl<'a> Engine<'a> {
                 stack.extend(children.into_iter().map(|c| (c, false)));
             }
         }
-        self.reaches[&root_key]
+        self.s.reaches[&root_key]
     }
 
     /// Whether backprop must continue into the creator of `node` once it holds a gradient.
@@ -197,9 +248,9 @@ impl<'a> Engine<'a> {
 
     fn push_creator(&mut self, node: &Arc<VarNode>) {
         if let Some(f) = node.creator() {
-            if self.queued.insert(Arc::as_ptr(&f)) {
-                let seq = self.queued.len();
-                self.heap.push(Pending {
+            if self.s.queued.insert(Arc::as_ptr(&f)) {
+                let seq = self.s.queued.len();
+                self.s.heap.push(Pending {
                     rank: f.rank,
                     seq,
                     func: f,
@@ -210,7 +261,7 @@ impl<'a> Engine<'a> {
 
     /// Adds `g` to the pending gradient of `node`.
     fn add_grad(&mut self, node: &Arc<VarNode>, g: Variable) -> Result<()> {
-        match self.grads.entry(key(node)) {
+        match self.s.grads.entry(key(node)) {
             Entry::Occupied(mut e) => {
                 let sum = accumulate(&e.get().1, &g)?;
                 e.get_mut().1 = sum;
@@ -237,12 +288,12 @@ impl<'a> Engine<'a> {
     fn run(&mut self) -> Result<()> {
         // Sums of gradients are recorded only when the backward computation is.
         let _mode = config::using_backprop(self.double);
-        while let Some(Pending { func, .. }) = self.heap.pop() {
+        while let Some(Pending { func, .. }) = self.s.heap.pop() {
             self.step(&func)?;
         }
         if let Sink::Leaves = self.sink {
             // What is left are gradients of leaves (and of the roots when they are leaves).
-            for (_, (node, g)) in self.grads.drain() {
+            for (_, (node, g)) in self.s.grads.drain() {
                 if node.creator().is_none() && node.requires_grad {
                     store_grad(&node, g, true, self.loss_scale)?;
                 }
@@ -252,14 +303,15 @@ impl<'a> Engine<'a> {
     }
 
     fn step(&mut self, func: &Arc<FuncNode>) -> Result<()> {
-        let mut gys: Vec<Option<Variable>> = Vec::with_capacity(func.outputs.len());
+        let mut gys = std::mem::take(&mut self.s.gys);
+        gys.clear();
         for slot in &func.outputs {
             let node = lock(&slot.node).upgrade();
             let g = node.and_then(|n| {
                 let g = if self.is_target(&n) {
-                    self.grads.get(&key(&n)).map(|(_, g)| g.clone())
+                    self.s.grads.get(&key(&n)).map(|(_, g)| g.clone())
                 } else {
-                    self.grads.remove(&key(&n)).map(|(_, g)| g)
+                    self.s.grads.remove(&key(&n)).map(|(_, g)| g)
                 };
                 if self.retain_grad {
                     if let Some(g) = &g {
@@ -270,26 +322,41 @@ impl<'a> Engine<'a> {
             });
             gys.push(g);
         }
-        if gys.iter().all(Option::is_none) {
-            return Ok(());
+        let mut targets = std::mem::take(&mut self.s.targets);
+        targets.clear();
+        if gys.iter().any(Option::is_some) {
+            for (i, slot) in func.inputs.iter().enumerate() {
+                if slot.node.requires_grad && self.leads_to_target(&slot.node) {
+                    targets.push(i);
+                }
+            }
         }
-        let targets: Vec<usize> = (0..func.inputs.len())
-            .filter(|&i| {
-                let n = func.inputs[i].node.clone();
-                n.requires_grad && self.leads_to_target(&n)
-            })
-            .collect();
-        if targets.is_empty() {
-            return Ok(());
-        }
+        let result = if targets.is_empty() {
+            Ok(())
+        } else {
+            self.call_backward(func, &targets, &gys)
+        };
+        gys.clear();
+        self.s.gys = gys;
+        self.s.targets = targets;
+        result
+    }
+
+    /// Runs one function's backward and routes its gradients to its inputs.
+    fn call_backward(
+        &mut self,
+        func: &Arc<FuncNode>,
+        targets: &[usize],
+        gys: &[Option<Variable>],
+    ) -> Result<()> {
         let gxs = {
             let _mode = config::using_backprop(self.double);
             let ctx = BackwardContext { node: func };
             func.function
-                .backward(&ctx, &targets, &gys)
+                .backward(&ctx, targets, gys)
                 .map_err(|e| Error::Backward {
                     function: func.label().into_owned(),
-                    grad_outputs: describe_grads(&gys),
+                    grad_outputs: describe_grads(gys),
                     source: Box::new(e),
                 })?
         };
@@ -541,7 +608,7 @@ pub fn grad(
     let _mode = config::using_backprop(options.enable_double_backprop);
     let results: Vec<Option<Variable>> = inputs
         .iter()
-        .map(|v| engine.grads.get(&key(&v.node)).map(|(_, g)| g.clone()))
+        .map(|v| engine.s.grads.get(&key(&v.node)).map(|(_, g)| g.clone()))
         .collect();
     if options.set_grad {
         for (v, g) in inputs.iter().zip(&results) {

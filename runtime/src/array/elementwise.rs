@@ -189,7 +189,7 @@ impl Array {
         let shape = dims.slice();
         with_num_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec(zip2(a, b, shape, O::f::<T>), shape))
+            Ok(Array::from_cpu_vec_shaped(zip2(a, b, shape, O::f::<T>), shape, &[self, rhs]))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
 
@@ -207,7 +207,7 @@ impl Array {
         let shape = dims.slice();
         with_float_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec(zip2(a, b, shape, O::f::<T>), shape))
+            Ok(Array::from_cpu_vec_shaped(zip2(a, b, shape, O::f::<T>), shape, &[self, rhs]))
         }, other => Err(unsupported(O::NAME, self, FLOATING)))
     }
 
@@ -228,7 +228,7 @@ impl Array {
         let shape = dims.slice();
         with_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec(zip2(a, b, shape, O::f::<T>), shape))
+            Ok(Array::from_cpu_vec_shaped(zip2(a, b, shape, O::f::<T>), shape, &[self, rhs]))
         })
     }
 
@@ -434,7 +434,7 @@ impl Array {
         let shape = dims.slice();
         with_num_dtype!(self.dtype(), T => {
             let (a, b, c) = (self.host::<T>(OP)?, y.host::<T>(OP)?, z.host::<T>(OP)?);
-            Ok(Array::from_cpu_vec(zip3(a, b, c, shape, |a, b, c| a.times(b).plus(c)), shape))
+            Ok(Array::from_cpu_vec_shaped(zip3(a, b, c, shape, |a, b, c| a.times(b).plus(c)), shape, &[self, y, z]))
         }, bool => Err(unsupported(OP, self, NUMERIC)))
     }
 

@@ -63,6 +63,22 @@ impl Array {
         }
     }
 
+    /// A C-contiguous array of `shape` over `data`, borrowing the layout of an operand of the
+    /// same shape when it is already the layout a fresh buffer needs (saves rebuilding it).
+    pub(crate) fn from_cpu_vec_shaped<T: Element>(
+        data: Vec<T>,
+        shape: &[usize],
+        operands: &[&Array],
+    ) -> Self {
+        match operands
+            .iter()
+            .find(|a| a.shape() == shape && a.layout.is_contiguous() && a.layout.offset() == 0)
+        {
+            Some(a) => Self::from_cpu_vec_like(data, &a.layout),
+            None => Self::from_cpu_vec(data, shape),
+        }
+    }
+
     /// A C-contiguous array over `data` shaped like `like` (no shape to rebuild).
     pub(crate) fn from_cpu_vec_like<T: Element>(data: Vec<T>, like: &Layout) -> Self {
         debug_assert_eq!(data.len(), like.size());
