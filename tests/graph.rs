@@ -1329,3 +1329,35 @@ fn backward_receives_only_the_inputs_that_need_gradients() -> Result<()> {
     );
     Ok(())
 }
+
+/// `KUSARI_DEBUG` sets the debug default, which is read once per process: the test runs itself
+/// as a child process with and without the variable and reads what the child reports.
+#[test]
+fn kusari_debug_environment_variable_turns_debug_on() {
+    const PROBE: &str = "KUSARI_TEST_REPORT_DEBUG";
+    if std::env::var_os(PROBE).is_some() {
+        println!("debug-default={}", kusari::config::debug());
+        return;
+    }
+    let run = |debug: Option<&str>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+        cmd.args([
+            "--exact",
+            "kusari_debug_environment_variable_turns_debug_on",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PROBE, "1")
+        .env_remove("KUSARI_DEBUG");
+        if let Some(v) = debug {
+            cmd.env("KUSARI_DEBUG", v);
+        }
+        let out = cmd.output().expect("child runs");
+        assert!(out.status.success(), "child failed: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(Some("1")).contains("debug-default=true"));
+    assert!(run(Some("true")).contains("debug-default=true"));
+    assert!(run(None).contains("debug-default=false"));
+    assert!(run(Some("0")).contains("debug-default=false"));
+}
