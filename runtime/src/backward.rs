@@ -398,34 +398,14 @@ fn check_grads(func: &FuncNode, gxs: &[Option<Variable>]) -> Result<()> {
     }
     for (input, (g, slot)) in gxs.iter().zip(&func.inputs).enumerate() {
         let Some(g) = g else { continue };
-        let node = &slot.node;
-        let mismatch = |what, expected: String, actual: String| Error::GradientMismatch {
-            function: function(),
-            input,
-            what,
-            expected,
-            actual,
-        };
-        if g.shape() != node.shape() {
-            return Err(mismatch(
-                "shape",
-                format!("{:?}", node.shape()),
-                format!("{:?}", g.shape()),
-            ));
-        }
-        if g.dtype() != node.dtype {
-            return Err(mismatch(
-                "dtype",
-                node.dtype.to_string(),
-                g.dtype().to_string(),
-            ));
-        }
-        if g.device() != node.device {
-            return Err(mismatch(
-                "device",
-                node.device.to_string(),
-                g.device().to_string(),
-            ));
+        if let Some((what, expected, actual)) = slot.node.mismatch(g) {
+            return Err(Error::GradientMismatch {
+                function: function(),
+                input,
+                what,
+                expected,
+                actual,
+            });
         }
         if config::debug() && g.array().has_nan()? {
             return Err(Error::NanDetected {
@@ -507,32 +487,13 @@ impl Variable {
 fn check_given(what: &str, vars: &[&Variable], grads: &[Option<Variable>]) -> Result<()> {
     for (i, (v, g)) in vars.iter().zip(grads).enumerate() {
         let Some(g) = g else { continue };
-        let mismatch = |field: &str, expected: String, actual: String| Error::GradArguments {
-            msg: format!(
-                "{what}[{i}] has {field} {actual}, but its variable{} has {expected}",
-                v.node.name_suffix()
-            ),
-        };
-        if g.shape() != v.shape() {
-            return Err(mismatch(
-                "shape",
-                format!("{:?}", v.shape()),
-                format!("{:?}", g.shape()),
-            ));
-        }
-        if g.dtype() != v.dtype() {
-            return Err(mismatch(
-                "dtype",
-                v.dtype().to_string(),
-                g.dtype().to_string(),
-            ));
-        }
-        if g.device() != v.device() {
-            return Err(mismatch(
-                "device",
-                v.device().to_string(),
-                g.device().to_string(),
-            ));
+        if let Some((field, expected, actual)) = v.node.mismatch(g) {
+            return Err(Error::GradArguments {
+                msg: format!(
+                    "{what}[{i}] has {field} {actual}, but its variable{} has {expected}",
+                    v.node.name_suffix()
+                ),
+            });
         }
     }
     Ok(())

@@ -198,98 +198,44 @@ impl FloatElement for half::bf16 {}
 impl FloatElement for f32 {}
 impl FloatElement for f64 {}
 
+/// Matches `$dtype` against the listed variants, running `$body` with the type alias `$T` bound
+/// to each variant's Rust type; further match arms follow the list.
+macro_rules! match_dtype {
+    ($dtype:expr, $T:ident => $body:expr, [$($variant:ident: $ty:ty),*] $($arms:tt)*) => {
+        match $dtype {
+            $($crate::DType::$variant => {
+                type $T = $ty;
+                $body
+            })*
+            $($arms)*
+        }
+    };
+}
+
 /// Runs `$body` with the type alias `$T` bound to the Rust type of `$dtype`, for every dtype.
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
-        match $dtype {
-            $crate::DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            $crate::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            $crate::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-        }
+        $crate::dtype::match_dtype!($dtype, $T => $body,
+            [Bool: bool, I32: i32, I64: i64, F16: half::f16, BF16: half::bf16, F32: f32, F64: f64])
     };
 }
 
 /// Like [`with_dtype!`] for the numeric dtypes; `bool` evaluates `$other`.
 macro_rules! with_num_dtype {
     ($dtype:expr, $T:ident => $body:expr, bool => $other:expr) => {
-        match $dtype {
-            $crate::DType::Bool => $other,
-            $crate::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            $crate::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-        }
+        $crate::dtype::match_dtype!($dtype, $T => $body,
+            [I32: i32, I64: i64, F16: half::f16, BF16: half::bf16, F32: f32, F64: f64]
+            $crate::DType::Bool => $other,)
     };
 }
 
 /// Like [`with_dtype!`] for the floating-point dtypes; the others evaluate `$other`.
 macro_rules! with_float_dtype {
     ($dtype:expr, $T:ident => $body:expr, other => $other:expr) => {
-        match $dtype {
-            $crate::DType::Bool | $crate::DType::I32 | $crate::DType::I64 => $other,
-            $crate::DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            $crate::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-        }
+        $crate::dtype::match_dtype!($dtype, $T => $body,
+            [F16: half::f16, BF16: half::bf16, F32: f32, F64: f64]
+            $crate::DType::Bool | $crate::DType::I32 | $crate::DType::I64 => $other,)
     };
 }
 
-pub(crate) use {with_dtype, with_float_dtype, with_num_dtype};
+pub(crate) use {match_dtype, with_dtype, with_float_dtype, with_num_dtype};

@@ -56,6 +56,24 @@ impl VarNode {
         self.shape.slice()
     }
 
+    /// The first of shape, dtype and device in which a gradient `g` differs from this node, as
+    /// `(what, expected, actual)` for a message.
+    pub(crate) fn mismatch(&self, g: &Variable) -> Option<(&'static str, String, String)> {
+        if g.shape() != self.shape() {
+            Some((
+                "shape",
+                format!("{:?}", self.shape()),
+                format!("{:?}", g.shape()),
+            ))
+        } else if g.dtype() != self.dtype {
+            Some(("dtype", self.dtype.to_string(), g.dtype().to_string()))
+        } else if g.device() != self.device {
+            Some(("device", self.device.to_string(), g.device().to_string()))
+        } else {
+            None
+        }
+    }
+
     /// `" (name)"` or empty, for messages.
     pub(crate) fn name_suffix(&self) -> String {
         lock(&self.name)
@@ -199,34 +217,13 @@ impl Variable {
 
     /// Sets the gradient (checked against the variable's shape, dtype and device) or clears it.
     pub fn set_grad(&self, grad: Option<Variable>) -> Result<()> {
-        if let Some(g) = &grad {
-            let mismatch = |what, expected: String, actual: String| Error::GradDoesNotMatch {
+        if let Some((what, expected, actual)) = grad.as_ref().and_then(|g| self.node.mismatch(g)) {
+            return Err(Error::GradDoesNotMatch {
                 name: self.node.name_suffix(),
                 what,
                 expected,
                 actual,
-            };
-            if g.shape() != self.shape() {
-                return Err(mismatch(
-                    "shape",
-                    format!("{:?}", self.shape()),
-                    format!("{:?}", g.shape()),
-                ));
-            }
-            if g.dtype() != self.dtype() {
-                return Err(mismatch(
-                    "dtype",
-                    self.dtype().to_string(),
-                    g.dtype().to_string(),
-                ));
-            }
-            if g.device() != self.device() {
-                return Err(mismatch(
-                    "device",
-                    self.device().to_string(),
-                    g.device().to_string(),
-                ));
-            }
+            });
         }
         lock(&self.node.grad).grad = grad;
         Ok(())
