@@ -26,7 +26,10 @@ mod error;
 mod function;
 mod function_node;
 pub mod functions;
+mod kernel;
 mod layout;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod memory;
 mod ops_macros;
 pub mod prelude;
@@ -41,4 +44,7 @@ pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
 pub use function::Function;
 pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use kernel::ElementwiseKernel;
+pub use kusari_kernels as kernels;
+pub use kusari_macros::function_node;
 pub use variable::Variable;

@@ -7,3 +7,4 @@ pub use crate::function_node::{apply, BackwardContext, ForwardContext, FunctionN
 pub use crate::functions as F;
 pub use crate::random::Rng;
 pub use crate::{Array, DType, Device, Error, Result, Variable};
+pub use kusari_macros::function_node;

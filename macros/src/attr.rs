@@ -1,0 +1,160 @@
+//! Parsing of the macro's attributes: `#[function_node(..)]`, `#[retain(..)]`, `#[forward_gpu(..)]`.
+//! Mistakes go to the `Ctxt`; parsing carries on so that later mistakes are reported too.
+
+use proc_macro2::{Span, TokenStream};
+use syn::meta::ParseNestedMeta;
+use syn::{Attribute, Ident, LitInt, LitStr, Path};
+
+use crate::ctxt::Ctxt;
+use crate::kw;
+
+/// `#[function_node(name = "...", crate = "...", non_differentiable)]`.
+#[derive(Default)]
+pub struct Options {
+    pub name: Option<LitStr>,
+    pub krate: Option<Path>,
+    pub non_differentiable: Option<Span>,
+}
+
+fn unknown_key(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    attr: &str,
+    keys: &[&str],
+) -> syn::Result<()> {
+    let path = &meta.path;
+    let key = path.get_ident().map_or_else(
+        || quote::quote!(#path).to_string().replace(' ', ""),
+        Ident::to_string,
+    );
+    cx.error_spanned_by(
+        &meta.path,
+        format!(
+            "unknown key `{key}` in #[{attr}(..)]; expected one of: {}",
+            keys.join(", ")
+        ),
+    );
+    // Skip the value so the keys after it are still read.
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse::<syn::Expr>()?;
+    }
+    Ok(())
+}
+
+pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
+    let mut options = Options::default();
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident(kw::NAME) {
+            options.name = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident(kw::CRATE) {
+            let lit: LitStr = meta.value()?.parse()?;
+            match lit.parse::<Path>() {
+                Ok(p) => options.krate = Some(p),
+                Err(_) => cx.error_spanned_by(
+                    &lit,
+                    "`crate` must be a path, e.g. \"crate\" or \"::kusari\"",
+                ),
+            }
+        } else if meta.path.is_ident(kw::NON_DIFFERENTIABLE) {
+            options.non_differentiable = Some(meta.path.segments[0].ident.span());
+        } else {
+            unknown_key(cx, &meta, "function_node", kw::FUNCTION_NODE_KEYS)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = syn::parse::Parser::parse2(parser, args) {
+        cx.syn_error(e);
+    }
+    options
+}
+
+/// `#[retain(x, y, output = 0)]`: inputs by name, outputs by index.
+#[derive(Default)]
+pub struct Retain {
+    pub inputs: Vec<Ident>,
+    pub outputs: Vec<LitInt>,
+}
+
+pub fn parse_retain(cx: &Ctxt, attrs: &[Attribute]) -> Retain {
+    let mut retain = Retain::default();
+    let mut seen: Option<&Attribute> = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident(kw::RETAIN)) {
+        if seen.is_some() {
+            cx.error_spanned_by(attr, "duplicate #[retain(..)]: list everything in one");
+            continue;
+        }
+        seen = Some(attr);
+        let result = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident(kw::OUTPUT) && meta.input.peek(syn::Token![=]) {
+                retain.outputs.push(meta.value()?.parse()?);
+            } else if let Some(ident) = meta.path.get_ident() {
+                retain.inputs.push(ident.clone());
+            } else {
+                cx.error_spanned_by(&meta.path, "expected an input name or `output = N`");
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            cx.syn_error(e);
+        }
+    }
+    retain
+}
+
+/// `#[forward_gpu(inputs = "..", outputs = "..", body = "..", params = "..", name = "..")]`.
+pub struct KernelAttr {
+    pub attr: Attribute,
+    pub inputs: Option<LitStr>,
+    pub outputs: Option<LitStr>,
+    pub body: Option<LitStr>,
+    pub params: Option<LitStr>,
+    pub name: Option<LitStr>,
+}
+
+pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
+    let mut found: Option<KernelAttr> = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident(kw::KERNEL_ATTR)) {
+        if found.is_some() {
+            cx.error_spanned_by(
+                attr,
+                "duplicate #[forward_gpu(..)]: a forward has one kernel",
+            );
+            continue;
+        }
+        let mut k = KernelAttr {
+            attr: attr.clone(),
+            inputs: None,
+            outputs: None,
+            body: None,
+            params: None,
+            name: None,
+        };
+        let result = attr.parse_nested_meta(|meta| {
+            let slot = if meta.path.is_ident(kw::INPUTS) {
+                &mut k.inputs
+            } else if meta.path.is_ident(kw::OUTPUTS) {
+                &mut k.outputs
+            } else if meta.path.is_ident(kw::BODY) {
+                &mut k.body
+            } else if meta.path.is_ident(kw::PARAMS) {
+                &mut k.params
+            } else if meta.path.is_ident(kw::NAME) {
+                &mut k.name
+            } else {
+                return unknown_key(cx, &meta, kw::KERNEL_ATTR, kw::KERNEL_KEYS);
+            };
+            *slot = Some(meta.value()?.parse()?);
+            Ok(())
+        });
+        if let Err(e) = result {
+            cx.syn_error(e);
+        }
+        found = Some(k);
+    }
+    found
+}
+
+/// Whether an attribute is one of the macro's helpers (removed from the emitted methods).
+pub fn is_helper(attr: &Attribute) -> bool {
+    attr.path().is_ident(kw::RETAIN) || attr.path().is_ident(kw::KERNEL_ATTR)
+}

@@ -1,0 +1,337 @@
+//! Code generation: only `quote!` here; every rule was checked in `valid.rs`.
+//!
+//! For an op `MulAdd` this emits: the user's `impl` without the helper attributes, an
+//! `impl FunctionNode for MulAdd` that unpacks inputs, records the retained values and calls the
+//! user's methods, a typed `MulAdd::apply((&x, &y, &z)) -> Result<(Variable,)>`, and the wrapper
+//! `mul_add(&x, &y, &z) -> Result<Variable>`.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::{FnArg, Ident, ImplItem, ItemImpl, Path};
+
+use crate::ast::{generic_arg, Forward, Node, Returns};
+use crate::attr;
+use crate::kw;
+use crate::valid::is_index_slice;
+
+pub fn krate(node: &Node<'_>) -> Path {
+    node.options
+        .krate
+        .clone()
+        .unwrap_or_else(|| syn::parse_quote!(::kusari))
+}
+
+/// The user's impl with the macro's helper attributes removed from its methods.
+pub fn strip_helpers(item: &ItemImpl) -> ItemImpl {
+    let mut item = item.clone();
+    for i in &mut item.items {
+        if let ImplItem::Fn(f) = i {
+            f.attrs.retain(|a| !attr::is_helper(a));
+        }
+    }
+    item
+}
+
+pub fn expand(node: &Node<'_>) -> TokenStream {
+    let Some(forward) = &node.forward else {
+        return TokenStream::new();
+    };
+    let user_impl = strip_helpers(node.item);
+    let function_node = function_node_impl(node, forward);
+    let apply = typed_apply(node, forward, false);
+    let wrapper = wrapper(node, forward, false);
+    quote! {
+        #user_impl
+        #function_node
+        #apply
+        #wrapper
+    }
+}
+
+/// `Ok(vec![..])` from a call returning `Returns` (a value or a tuple, maybe in a `Result`).
+fn outputs_vec(call: TokenStream, returns: &Returns<'_>) -> TokenStream {
+    let call = if returns.is_result {
+        quote!(#call?)
+    } else {
+        call
+    };
+    if returns.is_tuple {
+        let outs: Vec<Ident> = (0..returns.count)
+            .map(|i| format_ident!("__out{}", i))
+            .collect();
+        quote! {
+            let (#(#outs,)*) = #call;
+            ::std::result::Result::Ok(::std::vec![#(#outs),*])
+        }
+    } else {
+        quote!(::std::result::Result::Ok(::std::vec![#call]))
+    }
+}
+
+fn function_node_impl(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
+    let krate = krate(node);
+    let ty = &node.item.self_ty;
+    let label = node.ident.to_string();
+    let n = forward.inputs.len();
+    let args: Vec<TokenStream> = (0..n).map(|i| quote!(__inputs[#i])).collect();
+    let retain_inputs: Vec<usize> = forward
+        .retain
+        .inputs
+        .iter()
+        .filter_map(|r| forward.inputs.iter().position(|i| *i == r))
+        .collect();
+    let retain_outputs: Vec<usize> = forward
+        .retain
+        .outputs
+        .iter()
+        .filter_map(|l| l.base10_parse().ok())
+        .collect();
+    let mut prologue = quote! {
+        let __inputs = #krate::macro_support::inputs::<#n>(#label, inputs)?;
+    };
+    if !retain_inputs.is_empty() {
+        prologue.extend(quote!(ctx.retain_inputs(&[#(#retain_inputs),*]);));
+    }
+    if !retain_outputs.is_empty() {
+        prologue.extend(quote!(ctx.retain_outputs(&[#(#retain_outputs),*]);));
+    }
+    let signature = |name: &str| {
+        let name = format_ident!("{}", name);
+        quote! {
+            fn #name(
+                &mut self,
+                ctx: &mut #krate::ForwardContext,
+                inputs: &[#krate::Array],
+            ) -> #krate::Result<::std::vec::Vec<#krate::Array>>
+        }
+    };
+    let user_method = &forward.func.sig.ident;
+    let run_user = outputs_vec(
+        quote!(<#ty>::#user_method(self, #(#args),*)),
+        &forward.outputs,
+    );
+    let mut methods = TokenStream::new();
+    let gpu_body = if let Some(k) = &forward.kernel {
+        Some(kernel_launch(node, k, &args))
+    } else {
+        node.forward_gpu.map(|gpu| {
+            let gpu_returns = crate::ast::returns_of(&gpu.sig.output);
+            outputs_vec(quote!(<#ty>::forward_gpu(self, #(#args),*)), &gpu_returns)
+        })
+    };
+    if !forward.is_cpu() && gpu_body.is_none() {
+        let sig = signature(kw::FORWARD);
+        methods.extend(quote! { #sig { #prologue #run_user } });
+    } else {
+        let sig = signature(kw::FORWARD_CPU);
+        methods.extend(quote! { #sig { #prologue #run_user } });
+        if let Some(body) = gpu_body {
+            let sig = signature(kw::FORWARD_GPU);
+            methods.extend(quote! { #sig { #prologue #body } });
+        }
+    }
+    let backward = backward_method(node, forward);
+    quote! {
+        impl #krate::FunctionNode for #ty {
+            fn label(&self) -> ::std::borrow::Cow<'static, str> {
+                ::std::borrow::Cow::Borrowed(#label)
+            }
+            #methods
+            #backward
+        }
+    }
+}
+
+fn kernel_launch(node: &Node<'_>, k: &attr::KernelAttr, args: &[TokenStream]) -> TokenStream {
+    let krate = krate(node);
+    let empty = String::new();
+    let value =
+        |l: &Option<syn::LitStr>| l.as_ref().map_or_else(|| empty.clone(), syn::LitStr::value);
+    let (inputs, outputs, params, body) = (
+        value(&k.inputs),
+        value(&k.outputs),
+        value(&k.params),
+        value(&k.body),
+    );
+    let name = k.name.as_ref().map_or_else(
+        || format!("{}_fwd", node.wrapper_name()),
+        syn::LitStr::value,
+    );
+    let fields: Vec<Ident> =
+        kusari_kernels::signature::parse_list(&params, kusari_kernels::SignatureList::Params)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| format_ident!("{}", p.name))
+            .collect();
+    quote! {
+        static KERNEL: #krate::ElementwiseKernel =
+            #krate::ElementwiseKernel::new(#name, #inputs, #outputs, #params, #body);
+        let params = [#(#krate::macro_support::KernelScalar::to_kernel_scalar(&self.#fields)),*];
+        KERNEL.launch(&[#(#args),*], &params)
+    }
+}
+
+fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
+    let krate = krate(node);
+    let ty = &node.item.self_ty;
+    let signature = quote! {
+        fn backward(
+            &self,
+            ctx: &#krate::BackwardContext<'_>,
+            target_input_indexes: &[usize],
+            grad_outputs: &[::std::option::Option<#krate::Variable>],
+        ) -> #krate::Result<::std::vec::Vec<::std::option::Option<#krate::Variable>>>
+    };
+    let Some(backward) = &node.backward else {
+        let label = node.ident.to_string();
+        return quote! {
+            #signature {
+                let _ = (ctx, target_input_indexes, grad_outputs);
+                ::std::result::Result::Err(#krate::Error::NotDifferentiable {
+                    function: ::std::string::String::from(#label),
+                })
+            }
+        };
+    };
+    let mut args: Vec<TokenStream> = Vec::new();
+    for r in &forward.retain.inputs {
+        let i = forward.inputs.iter().position(|x| *x == r).unwrap_or(0);
+        args.push(quote!(&ctx.retained_input(#i)?));
+    }
+    for l in &forward.retain.outputs {
+        let i: usize = l.base10_parse().unwrap_or(0);
+        args.push(quote!(&ctx.retained_output(#i)?));
+    }
+    let first_grad = args.len();
+    for (j, (_, ty)) in backward.params.iter().enumerate().skip(first_grad) {
+        let out = j - first_grad;
+        args.push(if is_index_slice(ty) {
+            quote!(target_input_indexes)
+        } else if generic_arg(ty, kw::OPTION).is_some() {
+            quote!(#krate::macro_support::grad_opt(grad_outputs, #out))
+        } else {
+            quote!(&#krate::macro_support::grad_or_zeros(ctx, grad_outputs, #out)?)
+        });
+    }
+    let call = quote!(<#ty>::backward(self, #(#args),*));
+    let call = if backward.returns.is_result {
+        quote!(#call?)
+    } else {
+        call
+    };
+    let grads: Vec<Ident> = (0..backward.returns.count)
+        .map(|i| format_ident!("__grad{}", i))
+        .collect();
+    let bind = if backward.returns.is_tuple {
+        quote!(let (#(#grads,)*) = #call;)
+    } else {
+        quote!(let #(#grads)* = #call;)
+    };
+    quote! {
+        #signature {
+            let _ = target_input_indexes;
+            #bind
+            ::std::result::Result::Ok(::std::vec![
+                #(#krate::macro_support::IntoGrad::into_grad(#grads)),*
+            ])
+        }
+    }
+}
+
+/// `impl Op { pub fn apply(self, (&x, ..)) -> Result<(Variable, ..)> }`. With `stub`, the body is
+/// `unimplemented!()` (emitted next to compile errors so that callers do not error too).
+pub fn typed_apply(node: &Node<'_>, forward: &Forward<'_>, stub: bool) -> TokenStream {
+    let krate = krate(node);
+    let ty = &node.item.self_ty;
+    let label = node.ident.to_string();
+    let n_out = forward.outputs.count;
+    let input_types = forward.inputs.iter().map(|_| quote!(&#krate::Variable));
+    let output_types: Vec<TokenStream> = (0..n_out).map(|_| quote!(#krate::Variable)).collect();
+    let index = (0..forward.inputs.len()).map(syn::Index::from);
+    let next =
+        (0..n_out).map(|_| quote!(#krate::macro_support::next_output(&mut outputs, #label)?));
+    let body = if stub {
+        quote!(::std::unimplemented!())
+    } else {
+        quote! {
+            let mut outputs = #krate::apply(self, &[#(inputs.#index),*])?.into_iter();
+            ::std::result::Result::Ok((#(#next,)*))
+        }
+    };
+    let doc = format!(
+        "Applies this `{label}` to `inputs` and records it in the graph; the node is consumed (a \
+         node is applied once). Generated by `#[function_node]`."
+    );
+    quote! {
+        impl #ty {
+            #[doc = #doc]
+            #[allow(dead_code)]
+            pub fn apply(
+                self,
+                inputs: (#(#input_types,)*),
+            ) -> #krate::Result<(#(#output_types,)*)> {
+                #body
+            }
+        }
+    }
+}
+
+/// The thin wrapper `op_name(&x, .., new's parameters) -> Result<Variable or tuple>`.
+pub fn wrapper(node: &Node<'_>, forward: &Forward<'_>, stub: bool) -> TokenStream {
+    let krate = krate(node);
+    let ty = &node.item.self_ty;
+    let Ok(name) = syn::parse_str::<Ident>(&node.wrapper_name()) else {
+        return TokenStream::new();
+    };
+    let name = Ident::new(
+        &name.to_string(),
+        node.options
+            .name
+            .as_ref()
+            .map_or(Span::call_site(), |n| n.span()),
+    );
+    let inputs = &forward.inputs;
+    let n_out = forward.outputs.count;
+    let (ctor_params, construct) = match node.constructor {
+        Some(ctor) => {
+            let params: Vec<&FnArg> = ctor.sig.inputs.iter().collect();
+            let args = params.iter().filter_map(|a| match a {
+                FnArg::Typed(t) => Some(&t.pat),
+                FnArg::Receiver(_) => None,
+            });
+            let call = quote!(<#ty>::new(#(#args),*));
+            let fallible = match &ctor.sig.output {
+                syn::ReturnType::Type(_, t) => generic_arg(t, kw::RESULT).is_some(),
+                syn::ReturnType::Default => false,
+            };
+            (params, if fallible { quote!(#call?) } else { call })
+        }
+        None => (Vec::new(), quote!(#ty)),
+    };
+    let outs: Vec<Ident> = (0..n_out).map(|i| format_ident!("__out{}", i)).collect();
+    let (ret_ty, ret) = if n_out == 1 {
+        (quote!(#krate::Variable), quote!(#(#outs)*))
+    } else {
+        let tys = outs.iter().map(|_| quote!(#krate::Variable));
+        (quote!((#(#tys,)*)), quote!((#(#outs,)*)))
+    };
+    let body = if stub {
+        quote!(::std::unimplemented!())
+    } else {
+        quote! {
+            let (#(#outs,)*) = #construct.apply((#(#inputs,)*))?;
+            ::std::result::Result::Ok(#ret)
+        }
+    };
+    let doc = format!(
+        "Applies a new [`{}`] to the inputs: the wrapper function generated by `#[function_node]`.",
+        node.ident
+    );
+    quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        pub fn #name(#(#inputs: &#krate::Variable,)* #(#ctor_params),*) -> #krate::Result<#ret_ty> {
+            #body
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! Every name the macro gives meaning to, in one place.
+
+/// Method names.
+pub const FORWARD: &str = "forward";
+pub const FORWARD_CPU: &str = "forward_cpu";
+pub const FORWARD_GPU: &str = "forward_gpu";
+pub const BACKWARD: &str = "backward";
+pub const NEW: &str = "new";
+
+/// Helper attributes on methods.
+pub const RETAIN: &str = "retain";
+/// `#[forward_gpu(..)]` shares its name with the method.
+pub const KERNEL_ATTR: &str = FORWARD_GPU;
+
+/// Keys of `#[function_node(..)]`.
+pub const NAME: &str = "name";
+pub const CRATE: &str = "crate";
+pub const NON_DIFFERENTIABLE: &str = "non_differentiable";
+pub const FUNCTION_NODE_KEYS: &[&str] = &[NAME, CRATE, NON_DIFFERENTIABLE];
+
+/// Keys of `#[forward_gpu(..)]`.
+pub const INPUTS: &str = "inputs";
+pub const OUTPUTS: &str = "outputs";
+pub const BODY: &str = "body";
+pub const PARAMS: &str = "params";
+pub const KERNEL_KEYS: &[&str] = &[INPUTS, OUTPUTS, BODY, PARAMS, NAME];
+
+/// The key of `#[retain(..)]` that names an output by index.
+pub const OUTPUT: &str = "output";
+
+/// Type names the macro recognises in signatures.
+pub const RESULT: &str = "Result";
+pub const OPTION: &str = "Option";

@@ -1,0 +1,141 @@
+//! `#[function_node]`: one annotation declares a differentiable op for kusari.
+//!
+//! Use it through `kusari` (`use kusari::prelude::*;`), which re-exports it. The pipeline is
+//! visible in the file list: `attr.rs` parses the attributes, `ast.rs` reads the `impl`,
+//! `valid.rs` holds every rule a user can break, `expand.rs` only generates code, and
+//! `fallback.rs` is what is emitted when there are mistakes.
+
+mod ast;
+mod attr;
+mod ctxt;
+mod expand;
+mod fallback;
+mod kw;
+mod valid;
+
+use proc_macro::TokenStream;
+
+/// Declares a differentiable op from an `impl` block with `forward` and `backward`.
+///
+/// ```ignore
+/// use kusari::prelude::*;
+///
+/// /// f(x, y, z) = x * y + z
+/// struct MulAdd;
+///
+/// #[function_node]
+/// impl MulAdd {
+///     #[retain(x, y)]
+///     #[forward_gpu(inputs = "T x, T y, T z", outputs = "T w", body = "w = x * y + z;")]
+///     fn forward(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
+///         x * y + z
+///     }
+///
+///     fn backward(&self, x: &Variable, y: &Variable, gw: &Variable)
+///         -> Result<(Variable, Variable, Variable)> {
+///         Ok(((y * gw)?, (x * gw)?, gw.clone()))
+///     }
+/// }
+///
+/// let w = mul_add(&x, &y, &z)?;            // the generated wrapper
+/// let (w,) = MulAdd.apply((&x, &y, &z))?;  // the generated typed apply; consumes the node
+/// ```
+///
+/// # What it accepts
+///
+/// - `forward(&self, x: &Array, ..) -> Result<Array>` (or a tuple of arrays for several
+///   outputs) runs on every device; or `forward_cpu` with an optional `forward_gpu` method of the
+///   same shape; or `#[forward_gpu(inputs = "..", outputs = "..", body = "..")]` on `forward`
+///   (or `forward_cpu`): an elementwise CUDA kernel in CuPy's signature grammar, with optional
+///   `params = "T alpha"` (scalars read from the struct's fields) and `name = ".."`.
+/// - `#[retain(x, y, output = 0)]` on the forward: the inputs (by name) and outputs (by index)
+///   that `backward` receives.
+/// - `backward(&self, <retained inputs, in #[retain] order>, <retained outputs>, <one gradient
+///   per output>, [needs: &[usize]])`: a gradient parameter typed `&Variable` gets zeros when no
+///   gradient reached that output, one typed `Option<&Variable>` gets `None`; the optional last
+///   `&[usize]` lists the inputs whose gradients are wanted. It returns one `Variable` or
+///   `Option<Variable>` per input (a tuple, or a single value for one input), bare or in `Result`.
+/// - `new(..)`: the wrapper takes the inputs followed by `new`'s parameters (`scale(&x, 2.0)`);
+///   without `new` the type must be a unit struct.
+/// - `#[function_node(name = "muladd")]` renames the wrapper (default: the type in snake_case);
+///   `#[function_node(crate = "crate")]` sets the path of the kusari crate;
+///   `#[function_node(non_differentiable)]` declares an op without `backward`.
+///
+/// # What it checks at compile time
+///
+/// A backward that reads an input the forward does not retain; `#[retain]` naming a non-input;
+/// kernel inputs that are not forward's parameters, or a kernel output count that is not
+/// forward's; placeholders bound by no array input; unknown types or keywords, reserved names
+/// (`i`, `n`, a leading `_`) and duplicate names in signatures; a backward returning the wrong
+/// number of gradients; a missing forward or backward; unknown attribute keys. Every mistake is
+/// reported at once, each at the user's token, and a mistake gives one error.
+///
+/// # What it generates
+///
+/// For `MulAdd` above (paths shortened):
+///
+/// ```ignore
+/// impl MulAdd { /* forward and backward as written, helper attributes removed */ }
+///
+/// impl FunctionNode for MulAdd {
+///     fn label(&self) -> Cow<'static, str> { Cow::Borrowed("MulAdd") }
+///     fn forward_cpu(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+///         let __inputs = macro_support::inputs::<3>("MulAdd", inputs)?;
+///         ctx.retain_inputs(&[0, 1]);
+///         Ok(vec![<MulAdd>::forward(self, __inputs[0], __inputs[1], __inputs[2])?])
+///     }
+///     fn forward_gpu(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+///         let __inputs = macro_support::inputs::<3>("MulAdd", inputs)?;
+///         ctx.retain_inputs(&[0, 1]);
+///         static KERNEL: ElementwiseKernel =
+///             ElementwiseKernel::new("mul_add_fwd", "T x, T y, T z", "T w", "", "w = x * y + z;");
+///         let params = [];
+///         KERNEL.launch(&[__inputs[0], __inputs[1], __inputs[2]], &params)
+///     }
+///     fn backward(&self, ctx: &BackwardContext<'_>, target_input_indexes: &[usize],
+///                 grad_outputs: &[Option<Variable>]) -> Result<Vec<Option<Variable>>> {
+///         let (__grad0, __grad1, __grad2) = <MulAdd>::backward(
+///             self,
+///             &ctx.retained_input(0)?,
+///             &ctx.retained_input(1)?,
+///             &macro_support::grad_or_zeros(ctx, grad_outputs, 0)?,
+///         )?;
+///         Ok(vec![__grad0.into_grad(), __grad1.into_grad(), __grad2.into_grad()])
+///     }
+/// }
+///
+/// impl MulAdd {
+///     pub fn apply(self, inputs: (&Variable, &Variable, &Variable)) -> Result<(Variable,)> {
+///         let mut outputs = kusari::apply(self, &[inputs.0, inputs.1, inputs.2])?.into_iter();
+///         Ok((macro_support::next_output(&mut outputs, "MulAdd")?,))
+///     }
+/// }
+///
+/// pub fn mul_add(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
+///     let (__out0,) = MulAdd.apply((x, y, z))?;
+///     Ok(__out0)
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn function_node(args: TokenStream, input: TokenStream) -> TokenStream {
+    let item = match syn::parse::<syn::ItemImpl>(input) {
+        Ok(item) => item,
+        Err(e) => {
+            let msg = format!("#[function_node] goes on an `impl` block: {e}");
+            return syn::Error::new(e.span(), msg).to_compile_error().into();
+        }
+    };
+    let cx = ctxt::Ctxt::new();
+    let options = attr::parse_options(&cx, args.into());
+    let node = ast::Node::from_impl(&cx, &item, options);
+    if let Some(node) = &node {
+        valid::check(&cx, node);
+    }
+    match cx.check() {
+        Ok(()) => match &node {
+            Some(node) => expand::expand(node).into(),
+            None => TokenStream::new(),
+        },
+        Err(errors) => fallback::expand(node.as_ref(), &item, errors).into(),
+    }
+}

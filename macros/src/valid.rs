@@ -1,0 +1,260 @@
+//! Every rule a user can break, each reported at the user's token. No code is generated here.
+
+use kusari_kernels::{ElementwiseSignature, SignatureList};
+use syn::{LitStr, Type};
+
+use crate::ast::{Backward, Forward, Node};
+use crate::ctxt::Ctxt;
+use crate::kw;
+
+pub fn check(cx: &Ctxt, node: &Node<'_>) {
+    if let Some(name) = &node.options.name {
+        if syn::parse_str::<syn::Ident>(&name.value()).is_err() {
+            cx.error_spanned_by(
+                name,
+                format!("`{}` is not a valid function name", name.value()),
+            );
+        }
+    }
+    let Some(forward) = &node.forward else {
+        cx.error_spanned_by(
+            &node.item.self_ty,
+            format!(
+                "#[function_node] needs a `forward` method on `{}` (or `forward_cpu`, optionally with `forward_gpu`)",
+                node.ident
+            ),
+        );
+        return;
+    };
+    check_forward(cx, node, forward);
+    check_retain(cx, node, forward);
+    if let Some(kernel) = &forward.kernel {
+        check_kernel(cx, node, forward, kernel);
+    }
+    check_backward(cx, node, forward);
+}
+
+fn check_forward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
+    if forward.inputs.is_empty() {
+        cx.error_spanned_by(
+            &forward.func.sig,
+            "forward takes at least one input: `&self, x: &Array, ..`",
+        );
+    }
+    if forward.outputs.count == 0 {
+        cx.error_spanned_by(
+            &forward.func.sig,
+            "forward returns its output array(s): `Result<Array>` or `Result<(Array, Array)>`",
+        );
+    }
+    if let Some(gpu) = node.forward_gpu {
+        if let Some(k) = &forward.kernel {
+            cx.error_spanned_by(
+                &k.attr,
+                "`forward_gpu` is defined twice: as a method and as #[forward_gpu(..)]; keep one",
+            );
+        } else if !forward.is_cpu() {
+            cx.error_spanned_by(
+                &gpu.sig.ident,
+                "a `forward_gpu` method goes with `forward_cpu`; `forward` already runs on every device",
+            );
+        }
+    }
+}
+
+fn check_retain(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
+    let names: Vec<String> = forward.inputs.iter().map(|i| i.to_string()).collect();
+    for (i, ident) in forward.retain.inputs.iter().enumerate() {
+        if !forward.inputs.contains(&ident) {
+            cx.error_spanned_by(
+                ident,
+                format!(
+                    "#[retain] names `{ident}`, which is not an input of forward (its inputs: {})",
+                    names.join(", ")
+                ),
+            );
+        } else if forward.retain.inputs[..i].contains(ident) {
+            cx.error_spanned_by(ident, format!("`{ident}` is retained twice"));
+        }
+    }
+    for lit in &forward.retain.outputs {
+        match lit.base10_parse::<usize>() {
+            Ok(i) if i < node.n_outputs() => {}
+            _ => cx.error_spanned_by(
+                lit,
+                format!(
+                    "#[retain(output = {lit})]: forward has {} output(s)",
+                    node.n_outputs()
+                ),
+            ),
+        }
+    }
+}
+
+fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::attr::KernelAttr) {
+    let missing: Vec<&str> = [
+        (kw::INPUTS, &k.inputs),
+        (kw::OUTPUTS, &k.outputs),
+        (kw::BODY, &k.body),
+    ]
+    .into_iter()
+    .filter(|(_, v)| v.is_none())
+    .map(|(name, _)| name)
+    .collect();
+    if !missing.is_empty() {
+        cx.error_spanned_by(
+            &k.attr,
+            format!("#[forward_gpu(..)] is missing {}", missing.join(", ")),
+        );
+    }
+    let (Some(inputs), Some(outputs)) = (&k.inputs, &k.outputs) else {
+        return;
+    };
+    let empty = LitStr::new("", k.attr.pound_token.span);
+    let params = k.params.as_ref().unwrap_or(&empty);
+    let lit = |list| match list {
+        SignatureList::Inputs => inputs,
+        SignatureList::Outputs => outputs,
+        SignatureList::Params => params,
+    };
+    let sig = match ElementwiseSignature::new(&inputs.value(), &outputs.value(), &params.value()) {
+        Ok(sig) => sig,
+        Err(errors) => {
+            for e in errors {
+                let l = lit(e.list);
+                cx.error_spanned_by(l, format!("kernel {}: {}", e.list, e.render(&l.value())));
+            }
+            return;
+        }
+    };
+    let kernel_inputs: Vec<&str> = sig.inputs.iter().map(|p| p.name.as_str()).collect();
+    let forward_inputs: Vec<String> = forward.inputs.iter().map(|i| i.to_string()).collect();
+    if kernel_inputs != forward_inputs {
+        cx.error_spanned_by(
+            inputs,
+            format!(
+                "kernel inputs ({}) must be forward's parameters, in order ({})",
+                kernel_inputs.join(", "),
+                forward_inputs.join(", ")
+            ),
+        );
+    }
+    if sig.outputs.len() != node.n_outputs() {
+        cx.error_spanned_by(
+            outputs,
+            format!(
+                "kernel has {} output(s), but forward returns {}",
+                sig.outputs.len(),
+                node.n_outputs()
+            ),
+        );
+    }
+}
+
+/// Whether a type is `&[usize]` (backward's optional needs-grad parameter).
+pub fn is_index_slice(ty: &Type) -> bool {
+    let Type::Reference(r) = ty else { return false };
+    let Type::Slice(s) = &*r.elem else {
+        return false;
+    };
+    matches!(&*s.elem, Type::Path(p) if p.path.is_ident("usize"))
+}
+
+fn check_backward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
+    let backward = match (&node.backward, node.options.non_differentiable) {
+        (Some(b), Some(_)) => {
+            cx.error_spanned_by(
+                &b.func.sig.ident,
+                "a #[function_node(non_differentiable)] op has no `backward`; remove one of the two",
+            );
+            return;
+        }
+        (None, None) => {
+            cx.error_spanned_by(
+                &node.item.self_ty,
+                format!(
+                    "`{}` has no `backward`: write one, or mark the op #[function_node(non_differentiable)]",
+                    node.ident
+                ),
+            );
+            return;
+        }
+        (None, Some(_)) => return,
+        (Some(b), None) => b,
+    };
+    check_backward_params(cx, node, forward, backward);
+    let n = forward.inputs.len();
+    if backward.returns.count != n {
+        cx.error_spanned_by(
+            backward.returns.ty,
+            format!(
+                "backward returns {} gradient(s), but forward takes {n} input(s): return one `Variable` (or `Option<Variable>`) per input",
+                backward.returns.count
+            ),
+        );
+    }
+}
+
+fn check_backward_params(
+    cx: &Ctxt,
+    node: &Node<'_>,
+    forward: &Forward<'_>,
+    backward: &Backward<'_>,
+) {
+    let mut params = backward.params.as_slice();
+    if let Some((last, rest)) = params.split_last() {
+        if is_index_slice(last.1) {
+            params = rest;
+        }
+    }
+    let retained = &forward.retain.inputs;
+    let mut unretained_read = false;
+    for (name, _) in params {
+        if forward.inputs.contains(name) && !retained.contains(name) {
+            unretained_read = true;
+            cx.error_spanned_by(
+                name,
+                format!("backward reads input `{name}`, which forward does not retain: add it to #[retain(..)]"),
+            );
+        }
+    }
+    if unretained_read {
+        return;
+    }
+    let list = |v: &[syn::Ident]| {
+        v.iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (i, want) in retained.iter().enumerate() {
+        if params.get(i).map(|(name, _)| *name) != Some(want) {
+            let at = params
+                .get(i)
+                .map_or(&backward.func.sig.ident, |(name, _)| *name);
+            cx.error_spanned_by(
+                at,
+                format!(
+                    "backward's first parameters are the retained inputs, in #[retain] order: {}",
+                    list(retained)
+                ),
+            );
+            return;
+        }
+    }
+    let (k, m, g) = (
+        retained.len(),
+        forward.retain.outputs.len(),
+        node.n_outputs(),
+    );
+    if params.len() != k + m + g {
+        cx.error_spanned_by(
+            &backward.func.sig.ident,
+            format!(
+                "backward takes {k} retained input(s), {m} retained output(s) and one gradient per output ({g}): {} parameter(s), found {}",
+                k + m + g,
+                params.len()
+            ),
+        );
+    }
+}
