@@ -1,45 +1,43 @@
-//! MulAdd, the tutorial's first new-style function: `w = x * y + z`, written by hand against
-//! [`FunctionNode`], wrapped in a plain function, applied to random 3x2 `float32` inputs and
-//! differentiated.
+//! MulAdd, the tutorial's first new-style function, `w = x * y + z`, declared with
+//! `#[function_node]` in the tutorial's first form: a `forward_cpu` and a `forward_gpu` method on
+//! arrays and a `backward` on variables. The macro writes the `FunctionNode` impl, the typed
+//! `MulAdd.apply((&x, &y, &z))` and the thin wrapper `mul_add(&x, &y, &z)`.
 //!
-//! Run with `cargo run --example muladd`.
+//! Run with `cargo run --example muladd`. `forward_gpu` needs a CUDA build of kusari and a CUDA
+//! device; kusari has no CUDA backend yet, so the example runs the CPU path and says so.
+//! `tests/macro_ops.rs` includes this file to check the op's gradients (hence the `pub`).
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
 
 /// f(x, y, z) = x * y + z, elementwise.
-struct MulAdd;
+pub struct MulAdd;
 
-impl FunctionNode for MulAdd {
-    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
-        // Backward needs x and y; z's gradient depends on no input, so z is not kept.
-        ctx.retain_inputs(&[0, 1]);
-        let (x, y, z) = (&inputs[0], &inputs[1], &inputs[2]);
-        // One fused pass instead of `(x * y)? + z`: no temporary for x * y.
-        Ok(vec![x.mul_add(y, z)?])
+#[function_node]
+impl MulAdd {
+    /// On the host: one fused pass, with no temporary for `x * y`. Backward needs x and y; z's
+    /// gradient depends on no input, so z is not kept.
+    #[retain(x, y)]
+    fn forward_cpu(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
+        x.mul_add(y, z)
     }
 
+    /// On a CUDA device: array arithmetic, one kernel per operator (`04_muladd_kernel.rs` fuses
+    /// them into one).
+    fn forward_gpu(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
+        x * y + z
+    }
+
+    /// Written with differentiable operations on variables: no CPU or GPU variant, and the
+    /// result can be differentiated again.
     fn backward(
         &self,
-        ctx: &BackwardContext<'_>,
-        _target_input_indexes: &[usize],
-        grad_outputs: &[Option<Variable>],
-    ) -> Result<Vec<Option<Variable>>> {
-        // Retained inputs come back as variables: this backward is itself differentiable.
-        let (x, y) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        let gw = grad_outputs[0]
-            .as_ref()
-            .expect("backward runs only when its single output has a gradient");
-        let gx = (&y * gw)?;
-        let gy = (&x * gw)?;
-        let gz = gw.clone();
-        Ok(vec![Some(gx), Some(gy), Some(gz)])
+        x: &Variable,
+        y: &Variable,
+        gw: &Variable,
+    ) -> Result<(Variable, Variable, Variable)> {
+        Ok(((y * gw)?, (x * gw)?, gw.clone()))
     }
-}
-
-/// The thin wrapper that hides the node: every function in `kusari::functions` looks like this.
-fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
-    Ok(MulAdd.apply(&[x, y, z])?.remove(0))
 }
 
 fn main() -> Result<()> {
@@ -47,22 +45,35 @@ fn main() -> Result<()> {
     let mut uniform = || Variable::new(Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng));
     let (x, y, z) = (uniform(), uniform(), uniform());
 
-    let w = muladd(&x, &y, &z)?;
+    // Chainer's `w, = MulAdd().apply((x, y, z))`: the node is consumed, so it cannot be reused.
+    let (w,) = MulAdd.apply((&x, &y, &z))?;
+    // Chainer's `muladd(x, y, z)`: the generated wrapper hides the node.
+    assert_eq!(
+        mul_add(&x, &y, &z)?.array().to_vec::<f32>()?,
+        w.array().to_vec::<f32>()?
+    );
+
     // w has 6 elements, so backward needs its gradient set first: gw = ones.
     w.set_grad_array(w.array().ones_like())?;
     w.backward()?;
-
     let grad_of = |v: &Variable| v.grad_array().ok_or_else(|| Error::msg("no gradient"));
     let (gx, gy, gz) = (grad_of(&x)?, grad_of(&y)?, grad_of(&z)?);
     println!("w = x * y + z =\n{}", w.array());
     println!("gx =\n{gx}\ngy =\n{gy}\ngz =\n{gz}");
 
-    // The hand formula, from the arrays: w = x*y + z, and with gw = 1: gx = y, gy = x, gz = 1.
+    // The hand formula: w = x*y + z, and with gw = 1: gx = y, gy = x, gz = 1.
     let (xa, ya, za) = (x.array(), y.array(), z.array());
     assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-6)?);
     assert_eq!(gx.to_vec::<f32>()?, ya.to_vec::<f32>()?);
     assert_eq!(gy.to_vec::<f32>()?, xa.to_vec::<f32>()?);
     assert_eq!(gz.to_vec::<f32>()?, vec![1.0; 6]);
-    println!("ok: gx == y, gy == x, gz == 1");
+    println!("ok: forward_cpu ran; gx == y, gy == x, gz == 1");
+
+    // forward_gpu runs for inputs on a CUDA device; this build of kusari has none.
+    let on_gpu = xa.to_device(Device::Cuda(0));
+    if let Err(err) = &on_gpu {
+        println!("forward_gpu not run, it needs a CUDA build and device: {err}");
+    }
+    assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
     Ok(())
 }

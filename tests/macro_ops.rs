@@ -1,59 +1,399 @@
-use kusari::prelude::*;
+//! Ops declared with `#[function_node]`. The tutorial's ops are the examples' own code, included
+//! from `examples/` so that the tests check what the examples run; small ops below cover the rest
+//! of what the macro accepts. Gradients are compared with finite differences in f64: first order
+//! for every op, second order for the ops whose backward is differentiable.
 
-/// f(x, y, z) = x * y + z
-struct MulAdd;
+use std::sync::{Arc, Mutex};
+
+use kusari::prelude::*;
+use kusari::{config, random};
+use kusari_tests::{assert_close, numerical_grad, uniform};
+
+// Each example's `main` and helpers are not used here.
+#[allow(dead_code)]
+#[path = "../examples/05_dropout_train_test.rs"]
+mod dropout;
+#[allow(dead_code)]
+#[path = "../examples/03_expadd.rs"]
+mod expadd;
+#[allow(dead_code)]
+#[path = "../examples/06_linear.rs"]
+mod linear;
+#[allow(dead_code)]
+#[path = "../examples/01_muladd.rs"]
+mod muladd;
+#[allow(dead_code)]
+#[path = "../examples/04_muladd_kernel.rs"]
+mod muladd_kernel;
+#[allow(dead_code)]
+#[path = "../examples/02_muladd_unified.rs"]
+mod muladd_unified;
+
+/// An op under test, from input variables to its outputs.
+type Op<'a> = &'a dyn Fn(&[&Variable]) -> Result<Vec<Variable>>;
+
+const EPS: f64 = 1e-6;
+
+/// Leaf variables that receive gradients.
+fn variables(arrays: &[Array]) -> Vec<Variable> {
+    arrays.iter().cloned().map(Variable::new).collect()
+}
+
+/// The arrays flattened and concatenated: one array for `numerical_grad`.
+fn flat<'a>(arrays: impl IntoIterator<Item = &'a Array>) -> Result<Array> {
+    let mut values = Vec::new();
+    for a in arrays {
+        values.extend(a.to_f64_vec()?);
+    }
+    let n = values.len();
+    Array::from_vec(values, &[n])
+}
+
+/// `op(inputs)` and seeded output gradients, one per output.
+fn outputs_and_grads(
+    op: Op<'_>,
+    inputs: &[&Variable],
+    seed: u64,
+) -> Result<(Vec<Variable>, Vec<Array>)> {
+    let outputs = op(inputs)?;
+    let gys = (0..)
+        .zip(&outputs)
+        .map(|(k, y)| uniform(y.shape(), seed + k))
+        .collect();
+    Ok((outputs, gys))
+}
+
+/// Checks `grad` of `op`'s outputs, weighted by seeded gradients, against finite differences.
+/// An input that gets no gradient must have a zero numerical one.
+fn check_backward(op: Op<'_>, inputs: &[Array], seed: u64) -> Result<()> {
+    let xs = variables(inputs);
+    let refs: Vec<&Variable> = xs.iter().collect();
+    let (outputs, gys) = outputs_and_grads(op, &refs, seed)?;
+    let gy_vars: Vec<Option<Variable>> = gys
+        .iter()
+        .cloned()
+        .map(Variable::constant)
+        .map(Some)
+        .collect();
+    let out_refs: Vec<&Variable> = outputs.iter().collect();
+    let analytic = grad(&out_refs, &refs, Some(&gy_vars), GradOptions::default())?;
+    let forward = |arrays: &[Array]| -> Result<Array> {
+        let xs = variables(arrays);
+        let outputs = op(&xs.iter().collect::<Vec<_>>())?;
+        flat(outputs.iter().map(Variable::array))
+    };
+    let numeric = numerical_grad(forward, inputs, &flat(&gys)?, EPS)?;
+    for (a, n) in analytic.iter().zip(&numeric) {
+        let a = a
+            .as_ref()
+            .map_or_else(|| n.zeros_like(), |g| g.array().clone());
+        assert_close(&a, n, 1e-7, 1e-6);
+    }
+    Ok(())
+}
+
+/// Second order: `op`'s first-order gradients, recorded with `enable_double_backprop`, as an op
+/// of the same inputs; `check_backward` compares `d(Σ gx·ggx)/dx` with finite differences of
+/// the first-order gradients.
+fn check_double_backward(op: Op<'_>, inputs: &[Array], seed: u64) -> Result<()> {
+    let first_order = |xs: &[&Variable]| -> Result<Vec<Variable>> {
+        let (outputs, gys) = outputs_and_grads(op, xs, seed)?;
+        let gys: Vec<Option<Variable>> =
+            gys.into_iter().map(Variable::constant).map(Some).collect();
+        let record = GradOptions {
+            enable_double_backprop: true,
+            ..Default::default()
+        };
+        let grads = grad(&outputs.iter().collect::<Vec<_>>(), xs, Some(&gys), record)?;
+        let zeros_like = |x: &Variable| Variable::constant(x.array().zeros_like());
+        Ok(grads
+            .into_iter()
+            .zip(xs)
+            .map(|(g, x)| g.unwrap_or_else(|| zeros_like(x)))
+            .collect())
+    };
+    check_backward(&first_order, inputs, seed + 100)
+}
+
+/// `n` seeded uniform f64 arrays of one shape.
+fn inputs(n: usize, shape: &[usize], seed: u64) -> Vec<Array> {
+    (0..n as u64).map(|k| uniform(shape, seed + k)).collect()
+}
+
+#[test]
+fn muladd_in_every_form_matches_finite_differences_to_second_order() -> Result<()> {
+    let forms: [(&str, Op<'_>); 3] = [
+        ("forward_cpu + forward_gpu", &|v| {
+            Ok(vec![muladd::mul_add(v[0], v[1], v[2])?])
+        }),
+        ("forward", &|v| {
+            Ok(vec![muladd_unified::mul_add(v[0], v[1], v[2])?])
+        }),
+        ("#[forward_gpu(..)] kernel", &|v| {
+            Ok(vec![muladd_kernel::mul_add(v[0], v[1], v[2])?])
+        }),
+    ];
+    let xs = inputs(3, &[3, 2], 1);
+    for (form, op) in forms {
+        println!("MulAdd with {form}");
+        check_backward(op, &xs, 10)?;
+        check_double_backward(op, &xs, 20)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn muladd_grad_has_two_outputs_and_its_own_gradients() -> Result<()> {
+    use muladd_kernel::{mul_add_grad, MulAddGrad};
+    let op: Op<'_> = &|v| {
+        let (gx, gy) = mul_add_grad(v[0], v[1], v[2])?;
+        Ok(vec![gx, gy])
+    };
+    let xs = inputs(3, &[2, 3], 2);
+    check_backward(op, &xs, 30)?;
+    check_double_backward(op, &xs, 40)?;
+
+    // The typed apply returns a tuple too, the same values as the wrapper's.
+    let vs = variables(&xs);
+    let (gx, gy) = MulAddGrad.apply((&vs[0], &vs[1], &vs[2]))?;
+    assert_close(gx.array(), &(&xs[1] * &xs[2])?, 0.0, 0.0);
+    assert_close(gy.array(), &(&xs[0] * &xs[2])?, 0.0, 0.0);
+    Ok(())
+}
+
+#[test]
+fn option_gradient_parameter_gets_none_for_an_output_without_gradient() -> Result<()> {
+    let xs = inputs(3, &[4], 3);
+    let vs = variables(&xs);
+    let (gx, _gy) = muladd_kernel::mul_add_grad(&vs[0], &vs[1], &vs[2])?;
+    // Only gx = y * gw is used: MulAddGrad's backward gets ggy = None, so x (reached only through
+    // gy = x * gw) gets no gradient at all; zeros in place of None would give it one.
+    F::sum(&gx)?.backward()?;
+    assert!(vs[0].grad().is_none());
+    assert_close(&vs[1].grad_array().expect("y"), &xs[2], 0.0, 0.0);
+    assert_close(&vs[2].grad_array().expect("gw"), &xs[1], 0.0, 0.0);
+    Ok(())
+}
+
+#[test]
+fn expadd_matches_finite_differences_to_second_order() -> Result<()> {
+    let op: Op<'_> = &|v| Ok(vec![expadd::exp_add(v[0], v[1])?]);
+    let xs = inputs(2, &[2, 3], 4);
+    check_backward(op, &xs, 50)?;
+    check_double_backward(op, &xs, 60)
+}
+
+#[test]
+fn dropout_with_a_fixed_seed_matches_finite_differences() -> Result<()> {
+    // Reseeding before every forward draws the same mask each time.
+    let op: Op<'_> = &|v| {
+        random::seed(7);
+        Ok(vec![dropout::dropout(v[0], 0.4)?])
+    };
+    let xs = inputs(1, &[5, 4], 5);
+    check_backward(op, &xs, 70)?;
+
+    // The mask stored by forward is the gradient; it matches F::dropout's with the same seed.
+    let x = Variable::new(xs[0].clone());
+    let y = op(&[&x])?.remove(0);
+    F::sum(&y)?.backward()?;
+    random::seed(7);
+    let builtin = F::dropout(&x, 0.4)?;
+    let mask = (builtin.array() / &xs[0])?;
+    assert_close(&x.grad_array().expect("x.grad"), &mask, 1e-12, 1e-12);
+
+    let _test = config::using_train(false);
+    assert!(dropout::dropout(&x, 0.4)?.same_node(&x));
+    Ok(())
+}
+
+#[test]
+fn linear_function_matches_finite_differences_and_f_linear() -> Result<()> {
+    let op: Op<'_> = &|v| Ok(vec![linear::linear(v[0], v[1], v[2])?]);
+    let xs = vec![uniform(&[4, 3], 6), uniform(&[2, 3], 7), uniform(&[2], 8)];
+    check_backward(op, &xs, 80)?;
+    check_double_backward(op, &xs, 90)?;
+    let vs = variables(&xs);
+    let builtin = F::linear(&vs[0], &vs[1], Some(&vs[2]))?;
+    assert_close(
+        op(&[&vs[0], &vs[1], &vs[2]])?[0].array(),
+        builtin.array(),
+        1e-12,
+        1e-12,
+    );
+    Ok(())
+}
+
+#[test]
+fn kernel_forward_gpu_checks_its_signature_then_reports_no_cuda() {
+    let f32a = Array::zeros(&[2], DType::F32);
+    let f64a = Array::zeros(&[2], DType::F64);
+    let mut ctx = ForwardContext::default();
+    let mut op = muladd_kernel::MulAdd;
+    assert_eq!(op.label(), "MulAdd");
+    let err = op
+        .forward_gpu(&mut ctx, &[f32a.clone(), f64a, f32a.clone()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kernel muladd_fwd") && err.contains("`T` was bound to float32 by `x`"),
+        "{err}"
+    );
+    let err = op
+        .forward_gpu(&mut ctx, &[f32a.clone(), f32a.clone(), f32a])
+        .unwrap_err();
+    assert!(matches!(err, Error::CudaUnavailable { op, .. } if op == "kernel muladd_fwd"));
+}
+
+#[test]
+fn untyped_apply_with_the_wrong_input_count_names_the_op() {
+    let x = Variable::new(uniform(&[2], 9));
+    let err = apply(muladd::MulAdd, &[&x, &x]).unwrap_err();
+    assert!(matches!(
+        err.root_cause(),
+        Error::InputCount { function, expected: 3, actual: 2 } if function == "MulAdd"
+    ));
+}
+
+/// (exp x, tanh x): two outputs, both retained; backward reads them instead of x.
+struct ExpTanh;
 
 #[function_node]
-impl MulAdd {
+impl ExpTanh {
+    #[retain(output = 0, output = 1)]
+    fn forward(&self, x: &Array) -> Result<(Array, Array)> {
+        Ok((x.exp()?, x.tanh()?))
+    }
+
+    fn backward(
+        &self,
+        e: &Variable,
+        t: &Variable,
+        ge: Option<&Variable>,
+        gt: Option<&Variable>,
+    ) -> Result<Option<Variable>> {
+        let from_e = ge.map(|g| g * e).transpose()?;
+        let from_t = gt.map(|g| g * (1.0 - (t * t)?)?).transpose()?;
+        Ok(match (from_e, from_t) {
+            (Some(a), Some(b)) => Some((a + b)?),
+            (a, b) => a.or(b),
+        })
+    }
+}
+
+#[test]
+fn retained_outputs_give_first_and_second_order_gradients() -> Result<()> {
+    let both: Op<'_> = &|v| {
+        let (e, t) = exp_tanh(v[0])?;
+        Ok(vec![e, t])
+    };
+    // One output only: the other's gradient parameter gets None.
+    let tanh_only: Op<'_> = &|v| Ok(vec![ExpTanh.apply((v[0],))?.1]);
+    let xs = inputs(1, &[3, 2], 10);
+    for op in [both, tanh_only] {
+        check_backward(op, &xs, 100)?;
+        check_double_backward(op, &xs, 110)?;
+    }
+    Ok(())
+}
+
+type Log = Arc<Mutex<Vec<Vec<usize>>>>;
+
+/// z = x * y, logging the inputs whose gradients each backward is asked for.
+struct MulLogged {
+    log: Log,
+}
+
+#[function_node]
+impl MulLogged {
+    fn new(log: Log) -> Self {
+        MulLogged { log }
+    }
+
     #[retain(x, y)]
-    #[forward_gpu(inputs = "T x, T y, T z", outputs = "T w", body = "w = x * y + z;")]
-    fn forward(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
-        x * y + z
+    fn forward(&self, x: &Array, y: &Array) -> Result<Array> {
+        x * y
     }
 
     fn backward(
         &self,
         x: &Variable,
         y: &Variable,
-        gw: &Variable,
-    ) -> Result<(Variable, Variable, Variable)> {
-        Ok(((y * gw)?, (x * gw)?, gw.clone()))
-    }
-}
-
-struct Scale {
-    alpha: f64,
-}
-
-#[function_node]
-impl Scale {
-    fn new(alpha: f64) -> Self {
-        Scale { alpha }
-    }
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        params = "T alpha",
-        body = "y = x * alpha;"
-    )]
-    fn forward(&self, x: &Array) -> Result<Array> {
-        x.mul_scalar(self.alpha)
-    }
-    fn backward(&self, gy: &Variable) -> Result<Variable> {
-        gy.mul_scalar(self.alpha)
+        gz: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        self.log.lock().expect("log").push(needs.to_vec());
+        let grad = |i: usize, other: &Variable| needs.contains(&i).then(|| gz * other).transpose();
+        Ok((grad(0, y)?, grad(1, x)?))
     }
 }
 
 #[test]
-fn smoke() -> Result<()> {
-    let v = |a: f64| Variable::new(Array::full(&[2], a, DType::F64));
-    let (x, y, z) = (v(2.0), v(3.0), v(1.0));
-    let w = mul_add(&x, &y, &z)?;
-    assert_eq!(w.array().to_vec::<f64>()?, vec![7.0, 7.0]);
-    let (w2,) = MulAdd.apply((&x, &y, &z))?;
-    F::sum(&(&w + &w2)?)?.backward()?;
-    assert_eq!(x.grad_array().unwrap().to_vec::<f64>()?, vec![6.0, 6.0]);
-    let s = scale(&x, 2.5)?;
-    assert_eq!(s.array().to_vec::<f64>()?, vec![5.0, 5.0]);
+fn needs_grad_parameter_lists_the_wanted_inputs() -> Result<()> {
+    let log = Log::default();
+    let (x, y) = (
+        Variable::new(uniform(&[3], 11)),
+        Variable::new(uniform(&[3], 12)),
+    );
+    let c = Variable::constant(uniform(&[3], 13));
+    // grad() for y alone; then x a constant; then a backward to both.
+    let z = F::sum(&mul_logged(&x, &y, log.clone())?)?;
+    let gy = grad(&[&z], &[&y], None, GradOptions::default())?
+        .remove(0)
+        .expect("y");
+    assert_close(gy.array(), x.array(), 0.0, 0.0);
+    F::sum(&mul_logged(&c, &y, log.clone())?)?.backward()?;
+    F::sum(&mul_logged(&x, &y, log.clone())?)?.backward()?;
+    let log = log.lock().expect("log").clone();
+    assert_eq!(log, vec![vec![1], vec![1], vec![0, 1]]);
+    Ok(())
+}
+
+/// a * x + b, with `a` and `b` given to the wrapper after the input: `axpb(&x, a, b)`.
+struct Axpb {
+    a: f64,
+    b: f64,
+}
+
+#[function_node]
+impl Axpb {
+    fn new(a: f64, b: f64) -> Result<Self> {
+        if !(a.is_finite() && b.is_finite()) {
+            return Err(Error::msg(format!(
+                "axpb: a and b must be finite, got {a} and {b}"
+            )));
+        }
+        Ok(Axpb { a, b })
+    }
+
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        params = "T a, T b",
+        body = "y = a * x + b;"
+    )]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        (x * self.a)? + self.b
+    }
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
+        gy * self.a
+    }
+}
+
+#[test]
+fn constructor_parameters_follow_the_inputs_in_the_wrapper() -> Result<()> {
+    let xs = inputs(1, &[4], 14);
+    let y = axpb(&Variable::new(xs[0].clone()), 3.0, -1.0)?;
+    assert_close(y.array(), &((&xs[0] * 3.0)? - 1.0)?, 1e-15, 0.0);
+    check_backward(&|v| Ok(vec![axpb(v[0], 3.0, -1.0)?]), &xs, 120)?;
+
+    // A failing `new` is the wrapper's error. The kernel, whose scalars come from the fields,
+    // checks its arguments and then reports that this build cannot launch it.
+    let err = axpb(&Variable::new(xs[0].clone()), f64::NAN, 0.0).unwrap_err();
+    assert!(err.to_string().contains("must be finite"), "{err}");
+    let mut op = Axpb::new(2.0, 1.0)?;
+    let launch = op.forward_gpu(&mut ForwardContext::default(), &xs);
+    assert!(matches!(launch, Err(Error::CudaUnavailable { .. })));
     Ok(())
 }

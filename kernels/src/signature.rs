@@ -225,6 +225,12 @@ fn parse_list_partial(src: &str, list: SignatureList) -> (Vec<Param>, Vec<Signat
         span,
         message,
     };
+    let unknown_keyword = |span: &Range<usize>, word: &str| {
+        err(
+            span.clone(),
+            format!("unknown keyword `{word}` (the only keyword is `raw`)"),
+        )
+    };
     let mut params = Vec::new();
     let mut errors = Vec::new();
     let toks = tokens(src);
@@ -250,6 +256,15 @@ fn parse_list_partial(src: &str, list: SignatureList) -> (Vec<Param>, Vec<Signat
         let (raw, rest) = match first.1 {
             "raw" => (true, &group[1..]),
             _ => (false, group),
+        };
+        // `const T x`: the keyword is reported and the parameter after it still read, so that
+        // its placeholder counts as bound and one mistake gives one error.
+        let rest = match rest {
+            [(span, word), tail @ ..] if !raw && tail.len() == 2 => {
+                errors.push(unknown_keyword(span, word));
+                tail
+            }
+            _ => rest,
         };
         match rest {
             [(ty_span, ty), (name_span, name)] => {
@@ -285,12 +300,7 @@ fn parse_list_partial(src: &str, list: SignatureList) -> (Vec<Param>, Vec<Signat
                     });
                 }
             }
-            [(span, word), _, _, ..] if !raw => {
-                errors.push(err(
-                    span.clone(),
-                    format!("unknown keyword `{word}` (the only keyword is `raw`)"),
-                ));
-            }
+            [(span, word), _, _, ..] if !raw => errors.push(unknown_keyword(span, word)),
             _ => {
                 let span = group.first().map(|(r, _)| r.start).unwrap_or(0)
                     ..group.last().map(|(r, _)| r.end).unwrap_or(0);
@@ -339,16 +349,16 @@ impl ElementwiseSignature {
                 message: "a kernel needs at least one output".to_string(),
             });
         }
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: Vec<(&str, SignatureList)> = Vec::new();
         for (list, p) in sig.lists() {
-            if seen.contains(&p.name.as_str()) {
+            if let Some((_, first)) = seen.iter().find(|(name, _)| *name == p.name) {
                 errors.push(SignatureError {
                     list,
                     span: p.name_span.clone(),
-                    message: format!("duplicate parameter name `{}`", p.name),
+                    message: format!("duplicate parameter name `{}` (already in {first})", p.name),
                 });
             }
-            seen.push(&p.name);
+            seen.push((&p.name, list));
         }
         let bound: Vec<char> = sig
             .inputs
@@ -435,6 +445,11 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_input_does_not_also_report_its_placeholder_unbound() {
+        assert_eq!(errors("const T x", "T w", "").len(), 1);
+    }
+
+    #[test]
     fn rejects_keywords_reserved_names_and_bad_shapes() {
         assert!(errors("mut T x", "T w", "")[0].contains("unknown keyword `mut`"));
         assert!(errors("T _tmp", "T w", "")[0].contains("reserved"));
@@ -443,7 +458,8 @@ mod tests {
         assert!(errors("T x,, T y", "T w", "")[0].contains("empty parameter"));
         assert!(errors("T x", "", "")[0].contains("at least one output"));
         assert!(errors("T 1x", "T w", "")[0].contains("not a valid parameter name"));
-        assert!(errors("T x", "T x", "")[0].contains("duplicate"));
+        assert!(errors("T x", "T x", "")[0]
+            .contains("duplicate parameter name `x` (already in inputs)"));
     }
 
     #[test]

@@ -109,6 +109,8 @@ pub struct KernelAttr {
     pub body: Option<LitStr>,
     pub params: Option<LitStr>,
     pub name: Option<LitStr>,
+    /// Whether a key was unknown (already reported; likely a misspelt required key).
+    pub has_unknown_key: bool,
 }
 
 pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
@@ -128,6 +130,7 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             body: None,
             params: None,
             name: None,
+            has_unknown_key: false,
         };
         let result = attr.parse_nested_meta(|meta| {
             let slot = if meta.path.is_ident(kw::INPUTS) {
@@ -141,6 +144,7 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             } else if meta.path.is_ident(kw::NAME) {
                 &mut k.name
             } else {
+                k.has_unknown_key = true;
                 return unknown_key(cx, &meta, kw::KERNEL_ATTR, kw::KERNEL_KEYS);
             };
             *slot = Some(meta.value()?.parse()?);

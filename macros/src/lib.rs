@@ -44,7 +44,8 @@ use proc_macro::TokenStream;
 /// # What it accepts
 ///
 /// - `forward(&self, x: &Array, ..) -> Result<Array>` (or a tuple of arrays for several
-///   outputs) runs on every device; or `forward_cpu` with an optional `forward_gpu` method of the
+///   outputs; `&mut self` when forward stores state for backward, such as a dropout mask) runs on
+///   every device; or `forward_cpu` with an optional `forward_gpu` method of the
 ///   same shape; or `#[forward_gpu(inputs = "..", outputs = "..", body = "..")]` on `forward`
 ///   (or `forward_cpu`): an elementwise CUDA kernel in CuPy's signature grammar, with optional
 ///   `params = "T alpha"` (scalars read from the struct's fields) and `name = ".."`.
@@ -60,6 +61,11 @@ use proc_macro::TokenStream;
 /// - `#[function_node(name = "muladd")]` renames the wrapper (default: the type in snake_case);
 ///   `#[function_node(crate = "crate")]` sets the path of the kusari crate;
 ///   `#[function_node(non_differentiable)]` declares an op without `backward`.
+///
+/// The typed `Op.apply((&x, ..))` shadows the trait's slice form `FunctionNode::apply(&[..])`;
+/// the untyped form stays available as `kusari::apply(op, &[..])`. The wrapper always applies the
+/// op: a function that behaves differently by mode (dropout in test mode) renames the generated
+/// wrapper with `name = ".."` and wraps it in a hand-written function.
 ///
 /// # What it checks at compile time
 ///

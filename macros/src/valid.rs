@@ -1,7 +1,8 @@
 //! Every rule a user can break, each reported at the user's token. No code is generated here.
 
 use kusari_kernels::{ElementwiseSignature, SignatureList};
-use syn::{LitStr, Type};
+use quote::ToTokens;
+use syn::{LitStr, ReturnType, Type};
 
 use crate::ast::{Backward, Forward, Node};
 use crate::ctxt::Ctxt;
@@ -101,7 +102,9 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
     .filter(|(_, v)| v.is_none())
     .map(|(name, _)| name)
     .collect();
-    if !missing.is_empty() {
+    // A misspelt key (`input = ..`) was reported as unknown; reporting the key it meant as
+    // missing would be a second error for one mistake.
+    if !missing.is_empty() && !k.has_unknown_key {
         cx.error_spanned_by(
             &k.attr,
             format!("#[forward_gpu(..)] is missing {}", missing.join(", ")),
@@ -185,8 +188,12 @@ fn check_backward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
     check_backward_params(cx, node, forward, backward);
     let n = forward.inputs.len();
     if backward.returns.count != n {
+        let at = match backward.returns.ty {
+            ReturnType::Type(_, ty) => ty.to_token_stream(),
+            ReturnType::Default => backward.func.sig.ident.to_token_stream(),
+        };
         cx.error_spanned_by(
-            backward.returns.ty,
+            at,
             format!(
                 "backward returns {} gradient(s), but forward takes {n} input(s): return one `Variable` (or `Option<Variable>`) per input",
                 backward.returns.count
@@ -218,7 +225,8 @@ fn check_backward_params(
             );
         }
     }
-    if unretained_read {
+    // A #[retain] naming a non-input was reported there; backward cannot match it.
+    if unretained_read || retained.iter().any(|r| !forward.inputs.contains(&r)) {
         return;
     }
     let list = |v: &[syn::Ident]| {

@@ -8,13 +8,14 @@ use crate::{Array, Variable};
 /// The inputs as `N` references, or an error naming the function when the count differs (when
 /// the node is applied through the untyped [`crate::apply`]).
 pub fn inputs<'a, const N: usize>(function: &str, inputs: &'a [Array]) -> Result<[&'a Array; N]> {
-    let refs: Vec<&Array> = inputs.iter().collect();
-    refs.try_into()
-        .map_err(|refs: Vec<&Array>| Error::InputCount {
+    if inputs.len() != N {
+        return Err(Error::InputCount {
             function: function.to_string(),
             expected: N,
-            actual: refs.len(),
-        })
+            actual: inputs.len(),
+        });
+    }
+    Ok(std::array::from_fn(|i| &inputs[i]))
 }
 
 /// Output `i`'s gradient, or zeros of the output's shape when none flowed to it.

@@ -3,7 +3,7 @@
 use super::{apply1, only, sum_to};
 use crate::error::Result;
 use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{Array, Variable};
+use crate::{function_node, Array, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;
 
@@ -12,6 +12,10 @@ fn to_input(ctx: &BackwardContext<'_>, i: usize, g: Result<Variable>) -> Result<
     Ok(Some(sum_to(&g?, ctx.input_shape(i)?)?))
 }
 
+// Add, Sub and Where are written against the trait: their backward needs the inputs' shapes
+// (to sum broadcast gradients back) but not their values, and a `#[function_node]` backward
+// sees only retained values. Retaining both inputs just for their shapes would keep them alive
+// for nothing; the macro lacks a way to ask for input shapes (a gap noted for later).
 struct Add;
 impl FunctionNode for Add {
     fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
@@ -50,245 +54,261 @@ pub fn sub(a: &Variable, b: &Variable) -> Result<Variable> {
     apply1(Sub, &[a, b])
 }
 
-struct Mul;
-impl FunctionNode for Mul {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        Ok(vec![x[0].mul(&x[1])?])
-    }
-    fn backward(
-        &self,
-        ctx: &BackwardContext<'_>,
-        targets: &[usize],
-        gys: &[Option<Variable>],
-    ) -> Grads {
-        let gy = only(gys);
-        let (a, b) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        Ok(vec![
-            if targets.contains(&0) {
-                to_input(ctx, 0, mul(gy, &b))?
-            } else {
-                None
-            },
-            if targets.contains(&1) {
-                to_input(ctx, 1, mul(gy, &a))?
-            } else {
-                None
-            },
-        ])
-    }
-}
-
 /// `a * b`, broadcasting.
-pub fn mul(a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Mul, &[a, b])
-}
+pub struct Mul;
 
-struct Div;
-impl FunctionNode for Div {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        Ok(vec![x[0].div(&x[1])?])
+#[function_node(crate = "crate")]
+impl Mul {
+    #[retain(a, b)]
+    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = a * b;")]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.mul(b)
     }
+
     fn backward(
         &self,
-        ctx: &BackwardContext<'_>,
-        targets: &[usize],
-        gys: &[Option<Variable>],
-    ) -> Grads {
-        let gy = only(gys);
-        let (a, b) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        let ga = div(gy, &b)?;
-        let gb = if targets.contains(&1) {
-            // d(a/b)/db = -a / b² = -(gy / b) * (a / b)
-            to_input(ctx, 1, neg(&mul(&ga, &div(&a, &b)?)?))?
-        } else {
-            None
-        };
-        Ok(vec![to_input(ctx, 0, Ok(ga))?, gb])
+        a: &Variable,
+        b: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        Ok((
+            needed(needs, 0, || sum_to(&mul(gy, b)?, a.shape()))?,
+            needed(needs, 1, || sum_to(&mul(gy, a)?, b.shape()))?,
+        ))
     }
 }
 
 /// `a / b`, broadcasting.
-pub fn div(a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Div, &[a, b])
-}
+pub struct Div;
 
-struct Neg;
-impl FunctionNode for Neg {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].neg()?])
+#[function_node(crate = "crate")]
+impl Div {
+    #[retain(a, b)]
+    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = a / b;")]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.div(b)
     }
-    fn backward(&self, _: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(neg(only(gys))?)])
+
+    fn backward(
+        &self,
+        a: &Variable,
+        b: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Variable, Option<Variable>)> {
+        let ga = div(gy, b)?;
+        // d(a/b)/db = -a / b² = -(gy / b) * (a / b)
+        let gb = needed(needs, 1, || {
+            sum_to(&neg(&mul(&ga, &div(a, b)?)?)?, b.shape())
+        })?;
+        Ok((sum_to(&ga, a.shape())?, gb))
     }
 }
 
 /// `-x`.
-pub fn neg(x: &Variable) -> Result<Variable> {
-    apply1(Neg, &[x])
+pub struct Neg;
+
+#[function_node(crate = "crate")]
+impl Neg {
+    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = -x;")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.neg()
+    }
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
+        neg(gy)
+    }
 }
 
-/// `x op c` for a constant `c`, with the derivative `d(x op c)/dx` given as a function of `c`.
-struct ScalarOp {
-    op: ScalarKind,
+/// The gradient for input `i` if it is needed (`target_input_indexes`), else `None`.
+fn needed(
+    needs: &[usize],
+    i: usize,
+    grad: impl FnOnce() -> Result<Variable>,
+) -> Result<Option<Variable>> {
+    if needs.contains(&i) {
+        grad().map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// `x + c` for a constant `c`.
+pub struct AddConstant {
     c: f64,
 }
 
-#[derive(Clone, Copy)]
-enum ScalarKind {
-    Add,
-    Mul,
-    RSub,
-    RDiv,
-    Pow,
-}
+#[function_node(crate = "crate", name = "add_scalar")]
+impl AddConstant {
+    fn new(c: f64) -> Self {
+        AddConstant { c }
+    }
 
-impl FunctionNode for ScalarOp {
-    fn label(&self) -> std::borrow::Cow<'static, str> {
-        match self.op {
-            ScalarKind::Add => "AddConstant",
-            ScalarKind::Mul => "MulConstant",
-            ScalarKind::RSub => "SubFromConstant",
-            ScalarKind::RDiv => "DivFromConstant",
-            ScalarKind::Pow => "PowConstant",
-        }
-        .into()
+    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = x + c;")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.add_scalar(self.c)
     }
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        let x = &x[0];
-        Ok(vec![match self.op {
-            ScalarKind::Add => x.add_scalar(self.c)?,
-            ScalarKind::Mul => x.mul_scalar(self.c)?,
-            ScalarKind::RSub => x.rsub_scalar(self.c)?,
-            ScalarKind::RDiv => {
-                ctx.retain_inputs(&[0]);
-                x.rdiv_scalar(self.c)?
-            }
-            ScalarKind::Pow => {
-                ctx.retain_inputs(&[0]);
-                x.pow_scalar(self.c)?
-            }
-        }])
-    }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let gy = only(gys);
-        let c = self.c;
-        Ok(vec![Some(match self.op {
-            ScalarKind::Add => gy.clone(),
-            ScalarKind::Mul => mul_scalar(gy, c)?,
-            ScalarKind::RSub => neg(gy)?,
-            ScalarKind::RDiv => {
-                // d(c/x)/dx = -c / x²
-                let x = ctx.retained_input(0)?;
-                mul_scalar(&div(gy, &mul(&x, &x)?)?, -c)?
-            }
-            ScalarKind::Pow => {
-                // d(x^c)/dx = c x^(c-1)
-                let x = ctx.retained_input(0)?;
-                mul(gy, &mul_scalar(&pow_scalar(&x, c - 1.0)?, c)?)?
-            }
-        })])
+
+    fn backward(&self, gy: &Variable) -> Variable {
+        gy.clone()
     }
 }
 
-fn scalar_op(x: &Variable, op: ScalarKind, c: f64) -> Result<Variable> {
-    apply1(ScalarOp { op, c }, &[x])
+/// `x * c` for a constant `c`.
+pub struct MulConstant {
+    c: f64,
 }
 
-/// `x + c`.
-pub fn add_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::Add, c)
+#[function_node(crate = "crate", name = "mul_scalar")]
+impl MulConstant {
+    fn new(c: f64) -> Self {
+        MulConstant { c }
+    }
+
+    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = x * c;")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.mul_scalar(self.c)
+    }
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
+        mul_scalar(gy, self.c)
+    }
+}
+
+/// `c - x` for a constant `c`.
+pub struct SubFromConstant {
+    c: f64,
+}
+
+#[function_node(crate = "crate", name = "rsub_scalar")]
+impl SubFromConstant {
+    fn new(c: f64) -> Self {
+        SubFromConstant { c }
+    }
+
+    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = c - x;")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.rsub_scalar(self.c)
+    }
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
+        neg(gy)
+    }
+}
+
+/// `c / x` for a constant `c`.
+pub struct DivFromConstant {
+    c: f64,
+}
+
+#[function_node(crate = "crate", name = "rdiv_scalar")]
+impl DivFromConstant {
+    fn new(c: f64) -> Self {
+        DivFromConstant { c }
+    }
+
+    #[retain(x)]
+    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = c / x;")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.rdiv_scalar(self.c)
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        // d(c/x)/dx = -c / x²
+        mul_scalar(&div(gy, &mul(x, x)?)?, -self.c)
+    }
+}
+
+/// `x ** c` for a constant `c`.
+pub struct PowConstant {
+    c: f64,
+}
+
+#[function_node(crate = "crate", name = "pow_scalar")]
+impl PowConstant {
+    fn new(c: f64) -> Self {
+        PowConstant { c }
+    }
+
+    #[retain(x)]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        params = "T c",
+        body = "y = pow(x, c);"
+    )]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.pow_scalar(self.c)
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        // d(x^c)/dx = c x^(c-1)
+        mul(gy, &mul_scalar(&pow_scalar(x, self.c - 1.0)?, self.c)?)
+    }
 }
 
 /// `x - c`.
 pub fn sub_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::Add, -c)
-}
-
-/// `c - x`.
-pub fn rsub_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::RSub, c)
-}
-
-/// `x * c`.
-pub fn mul_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::Mul, c)
+    add_scalar(x, -c)
 }
 
 /// `x / c`.
 pub fn div_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::Mul, 1.0 / c)
-}
-
-/// `c / x`.
-pub fn rdiv_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::RDiv, c)
-}
-
-/// `x ** c`.
-pub fn pow_scalar(x: &Variable, c: f64) -> Result<Variable> {
-    scalar_op(x, ScalarKind::Pow, c)
-}
-
-struct Pow;
-impl FunctionNode for Pow {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        ctx.retain_outputs(&[0]);
-        Ok(vec![x[0].pow(&x[1])?])
-    }
-    fn backward(
-        &self,
-        ctx: &BackwardContext<'_>,
-        targets: &[usize],
-        gys: &[Option<Variable>],
-    ) -> Grads {
-        let gy = only(gys);
-        let (a, b) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        let y = ctx.retained_output(0)?;
-        // d(a^b)/da = b a^(b-1) = b y / a;  d(a^b)/db = y ln a
-        let ga = if targets.contains(&0) {
-            to_input(ctx, 0, mul(gy, &div(&mul(&b, &y)?, &a)?))?
-        } else {
-            None
-        };
-        let gb = if targets.contains(&1) {
-            to_input(ctx, 1, mul(gy, &mul(&y, &super::log(&a)?)?))?
-        } else {
-            None
-        };
-        Ok(vec![ga, gb])
-    }
+    mul_scalar(x, 1.0 / c)
 }
 
 /// `a ** b` elementwise, broadcasting (floating point).
-pub fn pow(a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Pow, &[a, b])
-}
+pub struct Pow;
 
-struct Maximum;
-impl FunctionNode for Maximum {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        Ok(vec![x[0].maximum(&x[1])?])
+#[function_node(crate = "crate")]
+impl Pow {
+    #[retain(a, b, output = 0)]
+    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = pow(a, b);")]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.pow(b)
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let gy = only(gys);
-        let (a, b) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        // Ties send the gradient to `a`, as Chainer does.
-        let a_wins = a.array().ge(b.array())?;
-        let zero = Variable::constant(gy.array().zeros_like());
-        Ok(vec![
-            to_input(ctx, 0, where_(&a_wins, gy, &zero))?,
-            to_input(ctx, 1, where_(&a_wins, &zero, gy))?,
-        ])
+
+    fn backward(
+        &self,
+        a: &Variable,
+        b: &Variable,
+        y: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        // d(a^b)/da = b a^(b-1) = b y / a;  d(a^b)/db = y ln a
+        Ok((
+            needed(needs, 0, || {
+                sum_to(&mul(gy, &div(&mul(b, y)?, a)?)?, a.shape())
+            })?,
+            needed(needs, 1, || {
+                sum_to(&mul(gy, &mul(y, &super::log(a)?)?)?, b.shape())
+            })?,
+        ))
     }
 }
 
 /// `max(a, b)` elementwise, broadcasting.
-pub fn maximum(a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Maximum, &[a, b])
+pub struct Maximum;
+
+#[function_node(crate = "crate")]
+impl Maximum {
+    #[retain(a, b)]
+    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = a >= b ? a : b;")]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.maximum(b)
+    }
+
+    fn backward(&self, a: &Variable, b: &Variable, gy: &Variable) -> Result<(Variable, Variable)> {
+        // Ties send the gradient to `a`, as Chainer does.
+        let a_wins = a.array().ge(b.array())?;
+        let zero = Variable::constant(gy.array().zeros_like());
+        Ok((
+            sum_to(&where_(&a_wins, gy, &zero)?, a.shape())?,
+            sum_to(&where_(&a_wins, &zero, gy)?, b.shape())?,
+        ))
+    }
 }
 
 struct Where {

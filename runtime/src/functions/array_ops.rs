@@ -7,6 +7,10 @@ use crate::{Array, DType, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;
 
+// These shape and type changes are written against the trait: each backward needs the input's
+// shape or dtype but not its values, and a `#[function_node]` backward only sees retained
+// values. Retaining the input for its shape alone would keep its buffer alive; the macro has no
+// way yet to pass input shapes and dtypes to backward (a gap to close).
 struct Reshape {
     shape: Vec<usize>,
 }

@@ -1,28 +1,27 @@
 //! Dropout, active in training mode only.
 
-use super::{apply1, mul, only};
+use super::mul;
 use crate::error::{Error, Result};
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
 use crate::random::with_default_rng;
-use crate::{config, Array, DType, Variable};
+use crate::{config, function_node, Array, DType, Variable};
 
+/// Multiplies by a fixed mask (already scaled by `1 / (1 - ratio)`).
 struct Dropout {
     mask: Array,
 }
-impl FunctionNode for Dropout {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].mul(&self.mask)?])
+
+#[function_node(crate = "crate", name = "apply_mask")]
+impl Dropout {
+    fn new(mask: Array) -> Self {
+        Dropout { mask }
     }
-    fn backward(
-        &self,
-        _: &BackwardContext<'_>,
-        _: &[usize],
-        gys: &[Option<Variable>],
-    ) -> Result<Vec<Option<Variable>>> {
-        Ok(vec![Some(mul(
-            only(gys),
-            &Variable::constant(self.mask.clone()),
-        )?)])
+
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.mul(&self.mask)
+    }
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
+        mul(gy, &Variable::constant(self.mask.clone()))
     }
 }
 
@@ -44,5 +43,5 @@ pub fn dropout(x: &Variable, ratio: f64) -> Result<Variable> {
     let mask = u
         .map(|u: f64| if u >= ratio { scale } else { 0.0 })?
         .astype(x.dtype())?;
-    apply1(Dropout { mask }, &[x])
+    apply_mask(x, mask)
 }

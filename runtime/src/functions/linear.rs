@@ -3,7 +3,7 @@
 use super::{apply1, matmul as matmul_fn, only, reshape, sum_axes, sum_to, transpose};
 use crate::error::{Error, Result};
 use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{Array, Variable};
+use crate::{function_node, Array, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;
 
@@ -17,30 +17,30 @@ fn mt(x: &Variable) -> Result<Variable> {
 
 /// Matrix product of operands with at least two axes (batch axes broadcast).
 struct MatMul;
-impl FunctionNode for MatMul {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        Ok(vec![x[0].matmul(&x[1])?])
+
+#[function_node(crate = "crate", name = "matmul_nd")]
+impl MatMul {
+    #[retain(a, b)]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.matmul(b)
     }
+
     fn backward(
         &self,
-        ctx: &BackwardContext<'_>,
-        targets: &[usize],
-        gys: &[Option<Variable>],
-    ) -> Grads {
-        let gy = only(gys);
-        let (a, b) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        let ga = if targets.contains(&0) {
-            Some(sum_to(&matmul_fn(gy, &mt(&b)?)?, a.shape())?)
-        } else {
-            None
+        a: &Variable,
+        b: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        let ga = match needs.contains(&0) {
+            true => Some(sum_to(&matmul_fn(gy, &mt(b)?)?, a.shape())?),
+            false => None,
         };
-        let gb = if targets.contains(&1) {
-            Some(sum_to(&matmul_fn(&mt(&a)?, gy)?, b.shape())?)
-        } else {
-            None
+        let gb = match needs.contains(&1) {
+            true => Some(sum_to(&matmul_fn(&mt(a)?, gy)?, b.shape())?),
+            false => None,
         };
-        Ok(vec![ga, gb])
+        Ok((ga, gb))
     }
 }
 
@@ -60,7 +60,7 @@ pub fn matmul(a: &Variable, b: &Variable) -> Result<Variable> {
     } else {
         b.clone()
     };
-    let y = apply1(MatMul, &[&a2, &b2])?;
+    let y = matmul_nd(&a2, &b2)?;
     if a.ndim() > 1 && b.ndim() > 1 {
         return Ok(y);
     }
@@ -75,6 +75,10 @@ pub fn matmul(a: &Variable, b: &Variable) -> Result<Variable> {
 }
 
 /// `y = x Wᵀ + b` for `x: (N, in)`, `W: (out, in)`, `b: (out,)` (the tutorial's LinearFunction).
+///
+/// Written against the trait: the bias is optional, so the node takes two or three inputs, and a
+/// `#[function_node]` op has a fixed number of inputs (examples/ declares the three-input form
+/// with the macro).
 struct LinearFunction;
 impl FunctionNode for LinearFunction {
     fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {

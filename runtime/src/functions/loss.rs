@@ -3,37 +3,45 @@
 use super::{apply1, exp, mul, mul_scalar, neg, only, sub, sum, sum_axes};
 use crate::error::{Error, Result};
 use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{Array, DType, Variable};
+use crate::{function_node, Array, DType, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;
 
+/// `log(softmax(x))` along an axis.
 struct LogSoftmax {
     axis: isize,
 }
-impl FunctionNode for LogSoftmax {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_outputs(&[0]);
-        let x = &x[0];
+
+#[function_node(crate = "crate", name = "log_softmax_along")]
+impl LogSoftmax {
+    fn new(axis: isize) -> Self {
+        LogSoftmax { axis }
+    }
+
+    #[retain(output = 0)]
+    fn forward(&self, x: &Array) -> Result<Array> {
         let axis = [self.axis];
         let m = x.max(Some(&axis), true)?;
         let shifted = x.sub(&m)?;
         let lse = shifted.exp()?.sum(Some(&axis), true)?.log()?;
-        Ok(vec![shifted.sub(&lse)?])
+        shifted.sub(&lse)
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
         // d log_softmax: gx = gy - softmax * Σ gy
-        let gy = only(gys);
-        let y = ctx.retained_output(0)?;
         let total = sum_axes(gy, Some(&[self.axis]), true)?;
-        Ok(vec![Some(sub(gy, &mul(&exp(&y)?, &total)?)?)])
+        sub(gy, &mul(&exp(y)?, &total)?)
     }
 }
 
+// SelectItem and ScatterItem are written against the trait: each one's backward needs the
+// other's shape information (the class count, the labels) captured at forward time from the
+// input's shape, which a `#[function_node]` backward has no access to without retaining it.
 /// `log(softmax(x))` along `axis`, computed stably.
 pub fn log_softmax(x: &Variable, axis: isize) -> Result<Variable> {
     super::array_ops::expect_float("log_softmax", x)?;
     crate::layout::normalize_axis("log_softmax", axis, x.shape())?;
-    apply1(LogSoftmax { axis }, &[x])
+    log_softmax_along(x, axis)
 }
 
 /// Softmax along `axis`.

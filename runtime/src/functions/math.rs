@@ -1,115 +1,108 @@
-//! Elementwise math: exp, log, sqrt, tanh, sigmoid, relu.
+//! Elementwise math: exp, log, sqrt, tanh, sigmoid, relu — each declared with `#[function_node]`,
+//! with the CUDA kernel its GPU forward runs.
 
-use super::{apply1, div, mul, mul_scalar, only, rsub_scalar};
 use crate::error::Result;
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{Array, Variable};
+use crate::{function_node, Array, Variable};
 
-type Grads = Result<Vec<Option<Variable>>>;
-
-struct Exp;
-impl FunctionNode for Exp {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_outputs(&[0]);
-        Ok(vec![x[0].exp()?])
-    }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(mul(only(gys), &ctx.retained_output(0)?)?)])
-    }
-}
+use super::{div, mul, mul_scalar, rsub_scalar};
 
 /// `e ** x`.
-pub fn exp(x: &Variable) -> Result<Variable> {
-    apply1(Exp, &[x])
-}
+pub struct Exp;
 
-struct Log;
-impl FunctionNode for Log {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0]);
-        Ok(vec![x[0].log()?])
+#[function_node(crate = "crate")]
+impl Exp {
+    #[retain(output = 0)]
+    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = exp(x);")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.exp()
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(div(only(gys), &ctx.retained_input(0)?)?)])
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        mul(gy, y)
     }
 }
 
 /// Natural logarithm.
-pub fn log(x: &Variable) -> Result<Variable> {
-    apply1(Log, &[x])
-}
+pub struct Log;
 
-struct Sqrt;
-impl FunctionNode for Sqrt {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_outputs(&[0]);
-        Ok(vec![x[0].sqrt()?])
+#[function_node(crate = "crate")]
+impl Log {
+    #[retain(x)]
+    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = log(x);")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.log()
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let y = ctx.retained_output(0)?;
-        Ok(vec![Some(div(only(gys), &mul_scalar(&y, 2.0)?)?)])
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        div(gy, x)
     }
 }
 
 /// Square root.
-pub fn sqrt(x: &Variable) -> Result<Variable> {
-    apply1(Sqrt, &[x])
-}
+pub struct Sqrt;
 
-struct Tanh;
-impl FunctionNode for Tanh {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_outputs(&[0]);
-        Ok(vec![x[0].tanh()?])
+#[function_node(crate = "crate")]
+impl Sqrt {
+    #[retain(output = 0)]
+    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = sqrt(x);")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.sqrt()
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let y = ctx.retained_output(0)?;
-        Ok(vec![Some(mul(
-            only(gys),
-            &rsub_scalar(&mul(&y, &y)?, 1.0)?,
-        )?)])
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        div(gy, &mul_scalar(y, 2.0)?)
     }
 }
 
 /// Hyperbolic tangent.
-pub fn tanh(x: &Variable) -> Result<Variable> {
-    apply1(Tanh, &[x])
-}
+pub struct Tanh;
 
-struct Sigmoid;
-impl FunctionNode for Sigmoid {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_outputs(&[0]);
-        Ok(vec![x[0].sigmoid()?])
+#[function_node(crate = "crate")]
+impl Tanh {
+    #[retain(output = 0)]
+    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = tanh(x);")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.tanh()
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let y = ctx.retained_output(0)?;
-        Ok(vec![Some(mul(
-            only(gys),
-            &mul(&y, &rsub_scalar(&y, 1.0)?)?,
-        )?)])
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        mul(gy, &rsub_scalar(&mul(y, y)?, 1.0)?)
     }
 }
 
 /// Logistic sigmoid.
-pub fn sigmoid(x: &Variable) -> Result<Variable> {
-    apply1(Sigmoid, &[x])
-}
+pub struct Sigmoid;
 
-struct Relu;
-impl FunctionNode for Relu {
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_outputs(&[0]);
-        Ok(vec![x[0].relu()?])
+#[function_node(crate = "crate")]
+impl Sigmoid {
+    #[retain(output = 0)]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        body = "y = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));"
+    )]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.sigmoid()
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let y = ctx.retained_output(0)?;
-        let mask = Variable::constant(y.array().gt_scalar(0.0)?.astype(y.dtype())?);
-        Ok(vec![Some(mul(only(gys), &mask)?)])
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        mul(gy, &mul(y, &rsub_scalar(y, 1.0)?)?)
     }
 }
 
 /// `max(x, 0)`.
-pub fn relu(x: &Variable) -> Result<Variable> {
-    apply1(Relu, &[x])
+pub struct Relu;
+
+#[function_node(crate = "crate")]
+impl Relu {
+    #[retain(output = 0)]
+    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = x > 0 ? x : (T)0;")]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.relu()
+    }
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        let mask = Variable::constant(y.array().gt_scalar(0.0)?.astype(y.dtype())?);
+        mul(gy, &mask)
+    }
 }

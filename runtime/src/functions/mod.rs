@@ -2,6 +2,9 @@
 //! `F` (`use kusari::prelude::*` does this).
 //!
 //! Every backward here is written with these same functions, so gradients of gradients work.
+//! The elementwise ones are declared with `#[function_node]` (their node types, such as [`Exp`],
+//! are exported too, with a typed `apply`); the others say in a comment why the macro does not
+//! fit them yet.
 //! Broadcasting binary functions sum their gradients back to each input's shape.
 
 mod arithmetic;
@@ -16,11 +19,15 @@ pub use arithmetic::{
     add, add_scalar, div, div_scalar, maximum, mul, mul_scalar, neg, pow, pow_scalar, rdiv_scalar,
     rsub_scalar, sub, sub_scalar, where_,
 };
+pub use arithmetic::{
+    AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, Pow, PowConstant,
+    SubFromConstant,
+};
 pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
 pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
-pub use math::{exp, log, relu, sigmoid, sqrt, tanh};
+pub use math::{exp, log, relu, sigmoid, sqrt, tanh, Exp, Log, Relu, Sigmoid, Sqrt, Tanh};
 pub use reduction::{max, mean, min, sum, sum_axes};
 
 use crate::error::Result;

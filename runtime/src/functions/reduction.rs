@@ -21,6 +21,9 @@ fn spread(ctx: &BackwardContext<'_>, axes: &[usize], gy: &Variable) -> Result<Va
     broadcast_to(&reshape(gy, &kept_shape(shape, axes))?, shape)
 }
 
+// Sum and Max/Min are written against the trait: their backward spreads the gradient over the
+// input's shape, which a `#[function_node]` backward cannot see unless the input is retained
+// (Max/Min retain it anyway, but share one node type with a `max` flag and a dynamic label).
 struct Sum {
     axes: Vec<usize>,
     keepdims: bool,

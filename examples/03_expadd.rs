@@ -1,44 +1,34 @@
-//! ExpAdd, `z = exp(x) + exp(y)`: a FunctionNode whose backward is written with a built-in
+//! ExpAdd, `z = exp(x) + exp(y)`: an op whose backward is written with a built-in
 //! differentiable function (`F::exp`), so its gradient can be differentiated again with `grad`.
+//! The unified `forward` is the tutorial's `xp.exp(x) + xp.exp(y)`: array code that runs on any
+//! device.
 //!
-//! Run with `cargo run --example expadd`.
+//! Run with `cargo run --example expadd`. `tests/macro_ops.rs` includes this file to check the
+//! op's first- and second-order gradients (hence the `pub`).
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
 
 /// f(x, y) = exp(x) + exp(y), elementwise.
-struct ExpAdd;
+pub struct ExpAdd;
 
-impl FunctionNode for ExpAdd {
-    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        let (x, y) = (&inputs[0], &inputs[1]);
-        Ok(vec![(x.exp()? + y.exp()?)?])
+#[function_node]
+impl ExpAdd {
+    #[retain(x, y)]
+    fn forward(&self, x: &Array, y: &Array) -> Result<Array> {
+        x.exp()? + y.exp()?
     }
 
-    fn backward(
-        &self,
-        ctx: &BackwardContext<'_>,
-        _target_input_indexes: &[usize],
-        grad_outputs: &[Option<Variable>],
-    ) -> Result<Vec<Option<Variable>>> {
-        let (x, y) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        let gz = grad_outputs[0]
-            .as_ref()
-            .expect("backward runs only when its single output has a gradient");
+    fn backward(&self, x: &Variable, y: &Variable, gz: &Variable) -> Result<(Variable, Variable)> {
         // F::exp, not Array::exp: the gradient stays in the graph and can be differentiated.
-        Ok(vec![Some((gz * F::exp(&x)?)?), Some((gz * F::exp(&y)?)?)])
+        Ok(((gz * F::exp(x)?)?, (gz * F::exp(y)?)?))
     }
-}
-
-fn expadd(x: &Variable, y: &Variable) -> Result<Variable> {
-    Ok(ExpAdd.apply(&[x, y])?.remove(0))
 }
 
 fn main() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![-1.0f64, 0.0, 0.5, 2.0], &[4])?);
     let y = Variable::new(Array::from_vec(vec![1.0f64, -2.0, 0.0, 0.25], &[4])?);
-    let loss = F::sum(&expadd(&x, &y)?)?;
+    let loss = F::sum(&exp_add(&x, &y)?)?;
 
     // First order, recorded so that it can be differentiated again.
     let record = GradOptions {

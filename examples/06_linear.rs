@@ -1,47 +1,42 @@
-//! The tutorial's LinearFunction, `y = x Wᵀ + b`, written against FunctionNode, checked
-//! against the built-in `F::linear`, and trained by plain gradient descent on a small synthetic
-//! regression problem.
+//! The tutorial's LinearFunction, `y = x Wᵀ + b`, declared with `#[function_node]`: its backward
+//! takes the optional needs-grad list (`target_input_indexes`) and computes only the gradients
+//! asked for. The generated wrapper is named `linear`; it is checked against the built-in
+//! `F::linear`, then trained by plain gradient descent on a small synthetic regression problem.
 //!
-//! Run with `cargo run --example linear`.
+//! Run with `cargo run --example linear`. `tests/macro_ops.rs` includes this file to check the
+//! op's gradients (hence the `pub`).
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
 
 /// y = x Wᵀ + b for x: (N, in), W: (out, in), b: (out,).
-struct LinearFunction;
+pub struct LinearFunction;
 
-impl FunctionNode for LinearFunction {
-    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0, 1]);
-        let (x, w, b) = (&inputs[0], &inputs[1], &inputs[2]);
-        Ok(vec![(x.matmul(&w.t())? + b)?])
+#[function_node(name = "linear")]
+impl LinearFunction {
+    #[retain(x, w)]
+    fn forward(&self, x: &Array, w: &Array, b: &Array) -> Result<Array> {
+        x.matmul(&w.t())? + b
     }
 
+    /// `needs` lists the inputs whose gradients are wanted: in training, x is data and needs none.
     fn backward(
         &self,
-        ctx: &BackwardContext<'_>,
-        target_input_indexes: &[usize],
-        grad_outputs: &[Option<Variable>],
-    ) -> Result<Vec<Option<Variable>>> {
-        let (x, w) = (ctx.retained_input(0)?, ctx.retained_input(1)?);
-        let gy = grad_outputs[0]
-            .as_ref()
-            .expect("backward runs only when its single output has a gradient");
-        // Compute only the gradients asked for: in training, x is data and needs none.
-        let wanted = |i: usize| target_input_indexes.contains(&i);
-        let gx = wanted(0).then(|| F::matmul(gy, &w)).transpose()?;
+        x: &Variable,
+        w: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>, Option<Variable>)> {
+        let wanted = |i: usize| needs.contains(&i);
+        let gx = wanted(0).then(|| F::matmul(gy, w)).transpose()?;
         let gw = wanted(1)
-            .then(|| F::matmul(&F::transpose(gy, None)?, &x))
+            .then(|| F::matmul(&F::transpose(gy, None)?, x))
             .transpose()?;
         let gb = wanted(2)
             .then(|| F::sum_axes(gy, Some(&[0]), false))
             .transpose()?;
-        Ok(vec![gx, gw, gb])
+        Ok((gx, gw, gb))
     }
-}
-
-fn linear(x: &Variable, w: &Variable, b: &Variable) -> Result<Variable> {
-    Ok(LinearFunction.apply(&[x, w, b])?.remove(0))
 }
 
 /// Mean squared error.

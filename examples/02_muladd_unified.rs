@@ -1,0 +1,60 @@
+//! MulAdd with one unified `forward`: when the CPU and GPU methods are the same array code, one
+//! method serves every device, as the tutorial reduces `forward_cpu` and `forward_gpu` to
+//! `forward`.
+//!
+//! Run with `cargo run --example muladd_unified`. On a CUDA device the same `forward` would run
+//! there; kusari has no CUDA backend yet, so the example runs on the CPU and says so.
+//! `tests/macro_ops.rs` includes this file to check the op's gradients (hence the `pub`).
+
+use kusari::prelude::*;
+use kusari_examples::allclose;
+
+/// f(x, y, z) = x * y + z, elementwise.
+pub struct MulAdd;
+
+#[function_node]
+impl MulAdd {
+    /// Runs on whatever device the inputs are on.
+    #[retain(x, y)]
+    fn forward(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
+        x * y + z
+    }
+
+    fn backward(
+        &self,
+        x: &Variable,
+        y: &Variable,
+        gw: &Variable,
+    ) -> Result<(Variable, Variable, Variable)> {
+        Ok(((y * gw)?, (x * gw)?, gw.clone()))
+    }
+}
+
+fn main() -> Result<()> {
+    let mut rng = Rng::seed(1);
+    let mut uniform = || Variable::new(Array::uniform(&[2, 3], -1.0, 1.0, DType::F64, &mut rng));
+    let (x, y, z) = (uniform(), uniform(), uniform());
+
+    let w = mul_add(&x, &y, &z)?;
+    let loss = F::sum(&w)?;
+    loss.backward()?;
+    println!("w = x * y + z =\n{}", w.array());
+    println!("recorded by: {:?}", w.creator_label());
+    assert_eq!(w.creator_label().as_deref(), Some("MulAdd"));
+
+    let grad_of = |v: &Variable| v.grad_array().ok_or_else(|| Error::msg("no gradient"));
+    let (xa, ya, za) = (x.array(), y.array(), z.array());
+    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-12)?);
+    assert!(allclose(&grad_of(&x)?, ya, 0.0)?);
+    assert!(allclose(&grad_of(&y)?, xa, 0.0)?);
+    assert!(allclose(&grad_of(&z)?, &za.ones_like(), 0.0)?);
+    println!("ok: d loss/dx == y, d loss/dy == x, d loss/dz == 1");
+
+    // The same forward would run on a CUDA device; this build of kusari has none.
+    let on_gpu = xa.to_device(Device::Cuda(0));
+    if let Err(err) = &on_gpu {
+        println!("GPU run skipped, it needs a CUDA build and device: {err}");
+    }
+    assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
+    Ok(())
+}
