@@ -1,9 +1,13 @@
 //! kusari's elementwise kernels, CuPy's `ElementwiseKernel` in Rust.
 //!
-//! This crate holds the parts that need no GPU: the signature grammar ([`signature`]), which the
-//! `#[function_node]` macro runs at compile time and the runtime runs again at launch, so the two
-//! can never disagree about what a signature means.
+//! - [`signature`]: the signature grammar, which the `#[function_node]` macro runs at compile time
+//!   and the runtime runs again at launch, so the two never disagree about what a signature means.
+//! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
+//! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX, without a GPU.
 
+pub mod codegen;
+#[cfg(feature = "nvrtc")]
+pub mod compile;
 pub mod signature;
 
 pub use signature::{

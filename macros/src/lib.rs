@@ -93,10 +93,8 @@ use proc_macro::TokenStream;
 ///     fn forward_gpu(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
 ///         let __inputs = macro_support::inputs::<3>("MulAdd", inputs)?;
 ///         ctx.retain_inputs(&[0, 1]);
-///         static KERNEL: ElementwiseKernel =
-///             ElementwiseKernel::new("mul_add_fwd", "T x, T y, T z", "T w", "", "w = x * y + z;");
 ///         let params = [];
-///         KERNEL.launch(&[__inputs[0], __inputs[1], __inputs[2]], &params)
+///         <MulAdd>::KERNELS[0].launch(&[__inputs[0], __inputs[1], __inputs[2]], &params)
 ///     }
 ///     fn backward(&self, ctx: &BackwardContext<'_>, target_input_indexes: &[usize],
 ///                 grad_outputs: &[Option<Variable>]) -> Result<Vec<Option<Variable>>> {
@@ -111,6 +109,8 @@ use proc_macro::TokenStream;
 /// }
 ///
 /// impl MulAdd {
+///     pub const KERNELS: &'static [ElementwiseKernel] =
+///         &[ElementwiseKernel::new("mul_add_fwd", "T x, T y, T z", "T w", "", "w = x * y + z;")];
 ///     pub fn apply(self, inputs: (&Variable, &Variable, &Variable)) -> Result<(Variable,)> {
 ///         let mut outputs = kusari::apply(self, &[inputs.0, inputs.1, inputs.2])?.into_iter();
 ///         Ok((macro_support::next_output(&mut outputs, "MulAdd")?,))

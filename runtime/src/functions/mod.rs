@@ -31,6 +31,31 @@ pub use math::{exp, log, relu, sigmoid, sqrt, tanh, Exp, Log, Relu, Sigmoid, Sqr
 pub use reduction::{max, mean, min, sum, sum_axes};
 
 use crate::error::Result;
+use crate::kernel::ElementwiseKernel;
+
+/// Every CUDA kernel of the built-in functions (those declared with `#[function_node]` and a
+/// `#[forward_gpu(..)]` kernel), so that a test can compile each one with NVRTC.
+pub fn kernels() -> Vec<ElementwiseKernel> {
+    [
+        Exp::KERNELS,
+        Log::KERNELS,
+        Sqrt::KERNELS,
+        Tanh::KERNELS,
+        Sigmoid::KERNELS,
+        Relu::KERNELS,
+        Neg::KERNELS,
+        Mul::KERNELS,
+        Div::KERNELS,
+        Pow::KERNELS,
+        Maximum::KERNELS,
+        AddConstant::KERNELS,
+        MulConstant::KERNELS,
+        SubFromConstant::KERNELS,
+        DivFromConstant::KERNELS,
+        PowConstant::KERNELS,
+    ]
+    .concat()
+}
 use crate::function_node::FunctionNode;
 use crate::Variable;
 

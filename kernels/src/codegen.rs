@@ -1,0 +1,249 @@
+//! CUDA source for an elementwise kernel: a pure function of the signature, the body, the types
+//! bound to its placeholders and the indexing the launch needs. No GPU, no compiler.
+//!
+//! The generated kernel runs a grid-stride loop over `n` elements. Each non-`raw` input is read
+//! into a `const` local named as in the signature, each non-`raw` output is a reference to its
+//! element, and `raw` arrays are passed as pointers for the body to index with `i` (the loop
+//! index) and `n` (the element count). A `#line` directive before the body makes NVRTC report
+//! errors as lines of the user's body.
+//!
+//! - [`Indexing::Contiguous`]: every array is C-contiguous with the loop's shape, so element `i`
+//!   is at offset `i`.
+//! - [`Indexing::Strided`]: shapes and strides (in elements, possibly zero for broadcast axes or
+//!   negative for flipped ones) are passed by value and each offset is computed from `i`; no array
+//!   is copied.
+//!
+//! [`IndexWidth::I32`] is used while `n` fits in 31 bits; above that, 64-bit indexing.
+//!
+//! ```
+//! use kusari_kernels::codegen::{generate, Indexing, IndexWidth};
+//! use kusari_kernels::{ElementwiseSignature, ScalarType};
+//! let sig = ElementwiseSignature::new("T x, T y", "T w", "").unwrap();
+//! let src = generate("add", &sig, "w = x + y;", &[('T', ScalarType::Float32)],
+//!                    Indexing::Contiguous, IndexWidth::I32).unwrap();
+//! assert!(src.source.contains("typedef float T;"));
+//! assert_eq!(src.entry, "add__contiguous_i32");
+//! ```
+
+use std::fmt::Write;
+
+use crate::signature::{ElementwiseSignature, Param, ParamType, ScalarType};
+
+/// How element offsets are found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Indexing {
+    /// All arrays C-contiguous with the loop's shape: offset = `i`.
+    Contiguous,
+    /// Shapes and strides passed in; `ndim` is baked into the kernel.
+    Strided {
+        /// Number of dimensions of the loop's shape.
+        ndim: usize,
+    },
+}
+
+/// The integer type of `i` and `n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IndexWidth {
+    /// `unsigned int`, for fewer than 2^31 elements.
+    I32,
+    /// `long long`, above that.
+    I64,
+}
+
+impl IndexWidth {
+    /// The width needed for `n` elements.
+    pub fn for_len(n: usize) -> IndexWidth {
+        if n < (1 << 31) {
+            IndexWidth::I32
+        } else {
+            IndexWidth::I64
+        }
+    }
+}
+
+/// Generated CUDA source and where the user's body starts in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSource {
+    /// The `extern "C"` entry point: the kernel's name and its variant.
+    pub entry: String,
+    /// The whole translation unit.
+    pub source: String,
+}
+
+impl KernelSource {
+    /// The source with line numbers, for error messages.
+    pub fn numbered(&self) -> String {
+        self.source
+            .lines()
+            .enumerate()
+            .map(|(i, l)| format!("{:4} | {l}\n", i + 1))
+            .collect()
+    }
+}
+
+/// The CUDA C type of a concrete element type.
+pub fn c_type(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::Bool => "bool",
+        ScalarType::Int32 => "int",
+        ScalarType::Int64 => "long long",
+        ScalarType::Float16 => "__half",
+        ScalarType::BFloat16 => "__nv_bfloat16",
+        ScalarType::Float32 => "float",
+        ScalarType::Float64 => "double",
+    }
+}
+
+fn type_name(p: &Param) -> String {
+    match p.ty {
+        ParamType::Placeholder(c) => c.to_string(),
+        ParamType::Concrete(t) => c_type(t).to_string(),
+    }
+}
+
+/// The kernel's CUDA source. `types` binds every placeholder the signature uses (see
+/// `ElementwiseKernel::bind` in the runtime); a placeholder left unbound is an error.
+pub fn generate(
+    name: &str,
+    sig: &ElementwiseSignature,
+    body: &str,
+    types: &[(char, ScalarType)],
+    indexing: Indexing,
+    width: IndexWidth,
+) -> Result<KernelSource, String> {
+    let mut used: Vec<char> = Vec::new();
+    for (_, p) in sig.lists() {
+        if let ParamType::Placeholder(c) = p.ty {
+            if !used.contains(&c) {
+                used.push(c);
+            }
+        }
+    }
+    let mut typedefs = String::new();
+    for c in &used {
+        let t = types
+            .iter()
+            .find(|(p, _)| p == c)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| format!("kernel {name}: type placeholder `{c}` is not bound"))?;
+        let _ = writeln!(typedefs, "typedef {} {c};", c_type(t));
+    }
+    let all_types: Vec<ScalarType> = sig
+        .lists()
+        .filter_map(|(_, p)| match p.ty {
+            ParamType::Concrete(t) => Some(t),
+            ParamType::Placeholder(c) => types.iter().find(|(p, _)| *p == c).map(|(_, t)| *t),
+        })
+        .collect();
+    let mut includes = String::new();
+    if all_types.contains(&ScalarType::Float16) {
+        includes.push_str("#include <cuda_fp16.h>\n");
+    }
+    if all_types.contains(&ScalarType::BFloat16) {
+        includes.push_str("#include <cuda_bf16.h>\n");
+    }
+
+    let (index_t, variant) = match width {
+        IndexWidth::I32 => ("unsigned int", "i32"),
+        IndexWidth::I64 => ("long long", "i64"),
+    };
+    let entry = match indexing {
+        Indexing::Contiguous => format!("{name}__contiguous_{variant}"),
+        Indexing::Strided { ndim } => format!("{name}__strided{ndim}_{variant}"),
+    };
+    // Arrays indexed by the loop (not raw), in signature order: inputs then outputs.
+    let looped: Vec<&Param> = sig
+        .inputs
+        .iter()
+        .chain(&sig.outputs)
+        .filter(|p| !p.raw)
+        .collect();
+
+    let mut params: Vec<String> = Vec::new();
+    for p in &sig.inputs {
+        let prefix = if p.raw { "" } else { "_in_" };
+        params.push(format!(
+            "const {}* __restrict__ {prefix}{}",
+            type_name(p),
+            p.name
+        ));
+    }
+    for p in &sig.outputs {
+        let prefix = if p.raw { "" } else { "_out_" };
+        params.push(format!("{}* __restrict__ {prefix}{}", type_name(p), p.name));
+    }
+    for p in &sig.params {
+        params.push(format!("const {} {}", type_name(p), p.name));
+    }
+    params.push(format!("const {index_t} n"));
+
+    let mut src = String::new();
+    let _ = writeln!(src, "// kusari elementwise kernel `{name}` ({entry})");
+    src.push_str(&includes);
+    src.push_str(&typedefs);
+    if let Indexing::Strided { ndim } = indexing {
+        let nd = ndim.max(1);
+        let _ = writeln!(
+            src,
+            "struct _Layout {{ long long shape[{nd}]; long long strides[{}][{nd}]; }};",
+            looped.len().max(1)
+        );
+        params.push("const _Layout _layout".to_string());
+    }
+    let _ = writeln!(src, "extern \"C\" __global__ void {entry}(");
+    let _ = writeln!(src, "    {}) {{", params.join(",\n    "));
+    let _ = writeln!(
+        src,
+        "  for ({index_t} i = ({index_t})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({index_t})blockDim.x * gridDim.x) {{"
+    );
+    let offset = |k: usize| match indexing {
+        Indexing::Contiguous => "i".to_string(),
+        Indexing::Strided { .. } => format!("_off[{k}]"),
+    };
+    if let Indexing::Strided { ndim } = indexing {
+        let _ = writeln!(src, "    long long _off[{}] = {{0}};", looped.len().max(1));
+        let _ = writeln!(src, "    long long _rem = (long long)i;");
+        let _ = writeln!(
+            src,
+            "    for (int _d = {} - 1; _d >= 0; --_d) {{",
+            ndim.max(1)
+        );
+        let _ = writeln!(src, "      const long long _c = _rem % _layout.shape[_d];");
+        let _ = writeln!(src, "      _rem /= _layout.shape[_d];");
+        let _ = writeln!(
+            src,
+            "      for (int _a = 0; _a < {}; ++_a) _off[_a] += _c * _layout.strides[_a][_d];",
+            looped.len()
+        );
+        let _ = writeln!(src, "    }}");
+    }
+    for (k, p) in looped.iter().enumerate() {
+        let is_input = sig.inputs.iter().any(|q| std::ptr::eq(q, *p));
+        if is_input {
+            let _ = writeln!(
+                src,
+                "    const {} {} = _in_{}[{}];",
+                type_name(p),
+                p.name,
+                p.name,
+                offset(k)
+            );
+        } else {
+            let _ = writeln!(
+                src,
+                "    {}& {} = _out_{}[{}];",
+                type_name(p),
+                p.name,
+                p.name,
+                offset(k)
+            );
+        }
+    }
+    let _ = writeln!(src, "#line 1 \"{name}\"");
+    for line in body.lines() {
+        let _ = writeln!(src, "    {line}");
+    }
+    let _ = writeln!(src, "  }}");
+    let _ = writeln!(src, "}}");
+    Ok(KernelSource { entry, source: src })
+}

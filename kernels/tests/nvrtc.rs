@@ -1,0 +1,85 @@
+//! NVRTC compiles generated kernels to PTX (no GPU needed). Skips with a printed reason when
+//! NVRTC is not installed, unless `KUSARI_REQUIRE_NVRTC=1` (set by CI), which makes that a failure.
+#![cfg(feature = "nvrtc")]
+
+use kusari_kernels::codegen::{generate, IndexWidth, Indexing};
+use kusari_kernels::compile::{compile_ptx, nvrtc_available, CompileError};
+use kusari_kernels::{ElementwiseSignature, ScalarType};
+
+fn nvrtc_or_skip(test: &str) -> bool {
+    if nvrtc_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+        "{test}: KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+    );
+    eprintln!("SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)");
+    false
+}
+
+#[test]
+fn every_indexing_variant_compiles_for_ampere_and_hopper() {
+    if !nvrtc_or_skip("every_indexing_variant_compiles_for_ampere_and_hopper") {
+        return;
+    }
+    let sig = ElementwiseSignature::new("T x, T y, raw float32 table", "T w, int32 k", "T alpha")
+        .unwrap();
+    let body = "w = x * y + alpha + (T)table[i % n];\nk = (int)w;";
+    for t in [ScalarType::Float32, ScalarType::Float64] {
+        for indexing in [Indexing::Contiguous, Indexing::Strided { ndim: 3 }] {
+            for width in [IndexWidth::I32, IndexWidth::I64] {
+                let src = generate("probe", &sig, body, &[('T', t)], indexing, width).unwrap();
+                for arch in ["compute_80", "compute_90"] {
+                    let ptx = compile_ptx(&src, arch).unwrap_or_else(|e| panic!("{e}"));
+                    assert!(
+                        ptx.contains(&src.entry),
+                        "PTX defines the entry point {}",
+                        src.entry
+                    );
+                    assert!(
+                        ptx.contains(&format!(".target sm_{}", &arch[8..])),
+                        "PTX targets {arch}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_compile_error_names_the_body_line_and_shows_the_source() {
+    if !nvrtc_or_skip("a_compile_error_names_the_body_line_and_shows_the_source") {
+        return;
+    }
+    let sig = ElementwiseSignature::new("T x", "T y", "").unwrap();
+    let src = generate(
+        "broken",
+        &sig,
+        "y = x;\ny = undefined_thing;",
+        &[('T', ScalarType::Float32)],
+        Indexing::Contiguous,
+        IndexWidth::I32,
+    )
+    .unwrap();
+    match compile_ptx(&src, "compute_90") {
+        Err(CompileError::Failed {
+            entry,
+            log,
+            numbered_source,
+            ..
+        }) => {
+            assert_eq!(entry, "broken__contiguous_i32");
+            // `#line` maps the error to line 2 of the user's body.
+            assert!(
+                log.contains("broken(2)") && log.contains("undefined_thing"),
+                "{log}"
+            );
+            assert!(
+                numbered_source.contains("| #line 1 \"broken\""),
+                "{numbered_source}"
+            );
+        }
+        other => panic!("expected a compile failure, got {other:?}"),
+    }
+}
