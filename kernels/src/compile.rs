@@ -5,7 +5,15 @@
 
 use std::fmt;
 
+use std::sync::{Arc, OnceLock};
+
+use crate::cache::{default_dir, BinaryCache, CacheKey};
 use crate::codegen::KernelSource;
+
+/// NVRTC options used for every kernel (part of the cache key).
+fn options() -> Vec<String> {
+    vec!["--std=c++17".to_string()]
+}
 
 /// Why a kernel did not compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,7 +86,7 @@ pub fn compile_ptx(src: &KernelSource, arch: &'static str) -> Result<String, Com
     let opts = cudarc::nvrtc::CompileOptions {
         arch: Some(arch),
         name: Some(format!("{}.cu", src.entry)),
-        options: vec!["--std=c++17".to_string()],
+        options: options(),
         ..Default::default()
     };
     match cudarc::nvrtc::compile_ptx_with_opts(&src.source, opts) {
@@ -96,4 +104,21 @@ pub fn compile_ptx(src: &KernelSource, arch: &'static str) -> Result<String, Com
             numbered_source: src.numbered(),
         }),
     }
+}
+
+/// The process-wide cache of compiled kernels, in [`default_dir`].
+pub fn global_cache() -> &'static BinaryCache {
+    static CACHE: OnceLock<BinaryCache> = OnceLock::new();
+    CACHE.get_or_init(|| BinaryCache::new(default_dir()))
+}
+
+/// [`compile_ptx`] through `cache`: NVRTC runs only when neither memory nor disk has the PTX for
+/// this source, options, NVRTC version, architecture and kusari version.
+pub fn compile_ptx_cached(
+    src: &KernelSource,
+    arch: &'static str,
+    cache: &BinaryCache,
+) -> Result<Arc<Vec<u8>>, CompileError> {
+    let key = CacheKey::new(&src.source, &options(), nvrtc_version()?, arch);
+    cache.get_or_compile(key, || compile_ptx(src, arch).map(String::into_bytes))
 }

@@ -3,8 +3,10 @@
 //! - [`signature`]: the signature grammar, which the `#[function_node]` macro runs at compile time
 //!   and the runtime runs again at launch, so the two never disagree about what a signature means.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
+//! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX, without a GPU.
 
+pub mod cache;
 pub mod codegen;
 #[cfg(feature = "nvrtc")]
 pub mod compile;

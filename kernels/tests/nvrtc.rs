@@ -2,8 +2,9 @@
 //! NVRTC is not installed, unless `KUSARI_REQUIRE_NVRTC=1` (set by CI), which makes that a failure.
 #![cfg(feature = "nvrtc")]
 
+use kusari_kernels::cache::BinaryCache;
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing};
-use kusari_kernels::compile::{compile_ptx, nvrtc_available, CompileError};
+use kusari_kernels::compile::{compile_ptx, compile_ptx_cached, nvrtc_available, CompileError};
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
 fn nvrtc_or_skip(test: &str) -> bool {
@@ -82,4 +83,43 @@ fn a_compile_error_names_the_body_line_and_shows_the_source() {
         }
         other => panic!("expected a compile failure, got {other:?}"),
     }
+}
+
+#[test]
+fn the_cache_compiles_once_per_key_across_processes() {
+    if !nvrtc_or_skip("the_cache_compiles_once_per_key_across_processes") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kusari-nvrtc-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sig = ElementwiseSignature::new("T x", "T y", "").unwrap();
+    let src = generate(
+        "twice",
+        &sig,
+        "y = 2 * x;",
+        &[('T', ScalarType::Float32)],
+        Indexing::Contiguous,
+        IndexWidth::I32,
+    )
+    .unwrap();
+    let cold = BinaryCache::new(Some(dir.clone()));
+    let a = compile_ptx_cached(&src, "compute_90", &cold).unwrap();
+    let b = compile_ptx_cached(&src, "compute_90", &cold).unwrap();
+    assert_eq!(a, b);
+    assert_eq!((cold.stats().compiles, cold.stats().memory_hits), (1, 1));
+    let warm = BinaryCache::new(Some(dir.clone()));
+    let c = compile_ptx_cached(&src, "compute_90", &warm).unwrap();
+    assert_eq!(
+        (warm.stats().compiles, warm.stats().disk_hits),
+        (0, 1),
+        "a disk hit runs no NVRTC"
+    );
+    assert_eq!(a, c);
+    compile_ptx_cached(&src, "compute_80", &warm).unwrap();
+    assert_eq!(
+        warm.stats().compiles,
+        1,
+        "another architecture is another key"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }
