@@ -4,12 +4,14 @@
 //!   and the runtime runs again at launch, so the two never disagree about what a signature means.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
+//! - [`launch`]: grid shapes from the SM count, and the per-device upload cache.
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX, without a GPU.
 
 pub mod cache;
 pub mod codegen;
 #[cfg(feature = "nvrtc")]
 pub mod compile;
+pub mod launch;
 pub mod signature;
 
 pub use signature::{
