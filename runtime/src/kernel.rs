@@ -2,6 +2,7 @@
 //! `ElementwiseKernel`): the signature, checked with the grammar the macro used at compile time,
 //! and the binding of type placeholders to the dtypes of the arrays at launch.
 
+use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
 use crate::error::{Error, Result};
@@ -110,11 +111,52 @@ impl ElementwiseKernel {
         Ok(bound.into_iter().map(|(c, d, _)| (c, d)).collect())
     }
 
+    /// The CUDA source a launch over `inputs` compiles: placeholders bound from the inputs'
+    /// dtypes, the contiguous variant when every non-`raw` input is C-contiguous in the loop's
+    /// (broadcast) shape and the strided one otherwise, and 64-bit indexing from 2^31 elements.
+    pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
+        let sig = self.signature()?;
+        let types: Vec<(char, ScalarType)> = self
+            .bind(inputs)?
+            .into_iter()
+            .map(|(c, d)| (c, to_scalar_type(d)))
+            .collect();
+        let looped: Vec<&Array> = sig
+            .inputs
+            .iter()
+            .zip(inputs)
+            .filter(|(p, _)| !p.raw)
+            .map(|(_, a)| *a)
+            .collect();
+        let mut shape: Vec<usize> = Vec::new();
+        for a in &looped {
+            shape = crate::layout::broadcast_shapes("ElementwiseKernel", &shape, a.shape())?;
+        }
+        let size: usize = shape.iter().product();
+        let contiguous = looped
+            .iter()
+            .all(|a| a.shape() == shape.as_slice() && a.is_contiguous());
+        let indexing = if contiguous {
+            Indexing::Contiguous
+        } else {
+            Indexing::Strided { ndim: shape.len() }
+        };
+        generate(
+            self.name,
+            &sig,
+            self.body,
+            &types,
+            indexing,
+            IndexWidth::for_len(size),
+        )
+        .map_err(Error::Msg)
+    }
+
     /// Runs the kernel over `inputs` (broadcast together) with the scalar `params`, returning
     /// the outputs. Requires CUDA arrays; this build has no CUDA backend, so after checking the
-    /// arguments it returns [`Error::CudaUnavailable`].
+    /// arguments and generating the source it returns [`Error::CudaUnavailable`].
     pub fn launch(&self, inputs: &[&Array], params: &[f64]) -> Result<Vec<Array>> {
-        self.bind(inputs)?;
+        self.source_for(inputs)?;
         let expected = self.signature()?.params.len();
         if params.len() != expected {
             return Err(Error::Msg(format!(
@@ -127,6 +169,18 @@ impl ElementwiseKernel {
             op: format!("kernel {}", self.name),
             reason: "this build of kusari has no CUDA backend".to_string(),
         })
+    }
+}
+
+fn to_scalar_type(d: DType) -> ScalarType {
+    match d {
+        DType::Bool => ScalarType::Bool,
+        DType::I32 => ScalarType::Int32,
+        DType::I64 => ScalarType::Int64,
+        DType::F16 => ScalarType::Float16,
+        DType::BF16 => ScalarType::BFloat16,
+        DType::F32 => ScalarType::Float32,
+        DType::F64 => ScalarType::Float64,
     }
 }
 
@@ -175,6 +229,28 @@ mod tests {
                 actual: 1,
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn the_source_follows_the_inputs_layouts_and_dtypes() {
+        let k = ElementwiseKernel::new("madd", "T x, T y", "T w", "", "w = x + y;");
+        let a = Array::zeros(&[2, 3], DType::F64);
+        let src = k.source_for(&[&a, &a]).unwrap();
+        assert_eq!(src.entry, "madd__contiguous_i32");
+        assert!(src.source.contains("typedef double T;"));
+        // A transposed or broadcast operand takes the strided path, with the loop's rank.
+        let t = Array::zeros(&[3, 2], DType::F64).t();
+        assert_eq!(k.source_for(&[&a, &t]).unwrap().entry, "madd__strided2_i32");
+        let row = Array::zeros(&[3], DType::F64);
+        assert_eq!(
+            k.source_for(&[&a, &row]).unwrap().entry,
+            "madd__strided2_i32"
+        );
+        let bad = Array::zeros(&[4], DType::F64);
+        assert!(matches!(
+            k.source_for(&[&a, &bad]),
+            Err(Error::Broadcast { .. })
         ));
     }
 
