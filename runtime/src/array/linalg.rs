@@ -1,7 +1,9 @@
 //! Matrix products.
 
 use crate::cpu::matmul;
-use crate::dtype::with_dtype;
+use ndarray::LinalgScalar;
+
+use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::layout::broadcast_shapes;
 use crate::{Array, DType};
@@ -71,10 +73,10 @@ impl Array {
                     .and_then(|r| r.astype(self.dtype()))
                     .and_then(|r| squeeze_promoted(r, self.ndim(), rhs.ndim()));
             }
-            dtype => with_dtype!(dtype, T => {
-                let v = matmul_typed::<T>(&a, &b, &batch, (n, k, m))?;
-                Array::from_cpu_vec(v, &out_shape)
-            }),
+            DType::I32 => product::<i32>(&a, &b, &batch, (n, k, m), &out_shape)?,
+            DType::I64 => product::<i64>(&a, &b, &batch, (n, k, m), &out_shape)?,
+            DType::F32 => product::<f32>(&a, &b, &batch, (n, k, m), &out_shape)?,
+            DType::F64 => product::<f64>(&a, &b, &batch, (n, k, m), &out_shape)?,
         };
         squeeze_promoted(out, self.ndim(), rhs.ndim())
     }
@@ -94,43 +96,15 @@ fn squeeze_promoted(out: Array, lhs_ndim: usize, rhs_ndim: usize) -> Result<Arra
     }
 }
 
-trait MatmulElement: crate::dtype::Element {
-    fn product(
-        a: &Array,
-        b: &Array,
-        batch: &[usize],
-        nkm: (usize, usize, usize),
-    ) -> Result<Vec<Self>>;
-}
-
-fn matmul_typed<T: MatmulElement>(
+/// The product of two host arrays of element type `T` (a dtype matrixmultiply or ndarray's
+/// generic loop handles), as a new array of `out_shape`.
+fn product<T: Element + LinalgScalar>(
     a: &Array,
     b: &Array,
     batch: &[usize],
     nkm: (usize, usize, usize),
-) -> Result<Vec<T>> {
-    T::product(a, b, batch, nkm)
+    out_shape: &[usize],
+) -> Result<Array> {
+    let v = matmul(a.host::<T>("matmul")?, b.host::<T>("matmul")?, batch, nkm);
+    Ok(Array::from_cpu_vec(v, out_shape))
 }
-
-macro_rules! matmul_element {
-    ($($t:ty),*) => {$(
-        impl MatmulElement for $t {
-            fn product(a: &Array, b: &Array, batch: &[usize], nkm: (usize, usize, usize)) -> Result<Vec<Self>> {
-                Ok(matmul(a.host::<$t>("matmul")?, b.host::<$t>("matmul")?, batch, nkm))
-            }
-        }
-    )*};
-}
-matmul_element!(i32, i64, f32, f64);
-
-macro_rules! matmul_unreachable {
-    ($($t:ty),*) => {$(
-        impl MatmulElement for $t {
-            fn product(a: &Array, _: &Array, _: &[usize], _: (usize, usize, usize)) -> Result<Vec<Self>> {
-                // Handled before dispatch (bool is rejected, half precision goes through f32).
-                Err(unsupported("matmul", a, NUMERIC))
-            }
-        }
-    )*};
-}
-matmul_unreachable!(bool, half::f16, half::bf16);
