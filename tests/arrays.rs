@@ -7,7 +7,7 @@
 
 use kusari::random::Rng;
 use kusari::{Array, DType, Result};
-use kusari_tests::{arr, assert_close, uniform};
+use kusari_tests::{arr, assert_close, broadcast_pos, uniform, unravel};
 use ndarray::{s, Axis, ShapeBuilder};
 
 // ----- independent reference helpers -----
@@ -20,28 +20,6 @@ fn vals(a: &Array) -> Vec<f64> {
 /// `0, 1, ..., n-1` as f64, built with a loop (not with `Array::arange`).
 fn seq(n: usize) -> Vec<f64> {
     (0..n).map(|i| i as f64).collect()
-}
-
-/// The multi-index of C-order position `flat` in `shape`.
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for a in (0..shape.len()).rev() {
-        idx[a] = flat % shape[a];
-        flat /= shape[a];
-    }
-    idx
-}
-
-/// C-order position of `idx` in `shape`, reading broadcast (length-1 or missing leading) axes
-/// at index 0: NumPy's broadcasting written out.
-fn broadcast_pos(idx: &[usize], shape: &[usize]) -> usize {
-    let lead = idx.len() - shape.len();
-    let mut pos = 0;
-    for (a, &d) in shape.iter().enumerate() {
-        let i = if d == 1 { 0 } else { idx[lead + a] };
-        pos = pos * d + i;
-    }
-    pos
 }
 
 /// `f(a, b)` with `a` and `b` broadcast to `shape`, by explicit index arithmetic.

@@ -78,3 +78,22 @@ pub fn uniform(shape: &[usize], seed: u64) -> Array {
     let mut rng = kusari::random::Rng::seed(seed);
     Array::uniform(shape, -1.0, 1.0, DType::F64, &mut rng)
 }
+
+/// The multi-index of C-order position `flat` in `shape`.
+pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for a in (0..shape.len()).rev() {
+        idx[a] = flat % shape[a];
+        flat /= shape[a];
+    }
+    idx
+}
+
+/// C-order position in `shape` of the output index `idx`, reading broadcast (length-1 or missing
+/// leading) axes at index 0: NumPy's broadcasting written out.
+pub fn broadcast_pos(idx: &[usize], shape: &[usize]) -> usize {
+    let lead = idx.len() - shape.len();
+    shape.iter().enumerate().fold(0, |pos, (a, &d)| {
+        pos * d + if d == 1 { 0 } else { idx[lead + a] }
+    })
+}

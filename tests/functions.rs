@@ -11,7 +11,7 @@ use kusari::{
     config, grad, Array, BackwardContext, DType, ForwardContext, FunctionNode, GradOptions, Result,
     Variable,
 };
-use kusari_tests::{arr, assert_close, numerical_grad, uniform};
+use kusari_tests::{arr, assert_close, broadcast_pos, numerical_grad, uniform, unravel};
 
 /// Finite-difference step.
 const EPS: f64 = 1e-6;
@@ -166,23 +166,6 @@ fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
         }
     };
     (0..n).map(|i| dim(a, i).max(dim(b, i))).collect()
-}
-
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for a in (0..shape.len()).rev() {
-        idx[a] = flat % shape[a];
-        flat /= shape[a];
-    }
-    idx
-}
-
-/// C-order position in `shape` of output index `idx`, broadcasting `shape` against it.
-fn broadcast_pos(idx: &[usize], shape: &[usize]) -> usize {
-    let lead = idx.len() - shape.len();
-    shape.iter().enumerate().fold(0, |pos, (a, &d)| {
-        pos * d + if d == 1 { 0 } else { idx[lead + a] }
-    })
 }
 
 /// `f(a, b)` elementwise with broadcasting, by explicit index arithmetic.
