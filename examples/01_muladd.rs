@@ -3,8 +3,8 @@
 //! arrays and a `backward` on variables. The macro writes the `FunctionNode` impl, the typed
 //! `MulAdd.apply((&x, &y, &z))` and the thin wrapper `mul_add(&x, &y, &z)`.
 //!
-//! Run with `cargo run --example muladd`. `forward_gpu` needs a CUDA build of kusari and a CUDA
-//! device; kusari has no CUDA backend yet, so the example runs the CPU path and says so.
+//! Run with `cargo run --example muladd`. `forward_gpu` runs when kusari finds a CUDA driver and
+//! device, and is checked against `forward_cpu`; without a GPU the example says so.
 //! `tests/macro_ops.rs` includes this file to check the op's gradients (hence the `pub`).
 
 use kusari::prelude::*;
@@ -54,7 +54,7 @@ fn main() -> Result<()> {
     );
 
     // w has 6 elements, so backward needs its gradient set first: gw = ones.
-    w.set_grad_array(w.array().ones_like())?;
+    w.set_grad_array(w.array().ones_like()?)?;
     w.backward()?;
     let grad_of = |v: &Variable| v.grad_array().ok_or_else(|| Error::msg("no gradient"));
     let (gx, gy, gz) = (grad_of(&x)?, grad_of(&y)?, grad_of(&z)?);
@@ -69,11 +69,17 @@ fn main() -> Result<()> {
     assert_eq!(gz.to_vec::<f32>()?, vec![1.0; 6]);
     println!("ok: forward_cpu ran; gx == y, gy == x, gz == 1");
 
-    // forward_gpu runs for inputs on a CUDA device; this build of kusari has none.
-    let on_gpu = xa.to_device(Device::Cuda(0));
-    if let Err(err) = &on_gpu {
-        println!("forward_gpu not run, it needs a CUDA build and device: {err}");
+    // forward_gpu runs for inputs on a CUDA device, when this machine has one.
+    if let Some(reason) = kusari::cuda::unavailable_reason() {
+        println!("forward_gpu not run: no GPU ({reason})");
+        let on_gpu = xa.to_device(Device::Cuda(0));
+        assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
+        return Ok(());
     }
-    assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
+    let gpu = |a: &Array| Ok::<_, Error>(Variable::new(a.to_device(Device::Cuda(0))?));
+    let w_gpu = mul_add(&gpu(xa)?, &gpu(ya)?, &gpu(za)?)?;
+    assert_eq!(w_gpu.array().device(), Device::Cuda(0));
+    assert!(allclose(w_gpu.array(), w.array(), 1e-6)?);
+    println!("ok: forward_gpu ran on cuda:0 and matches forward_cpu");
     Ok(())
 }

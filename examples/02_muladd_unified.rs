@@ -2,8 +2,8 @@
 //! method serves every device, as the tutorial reduces `forward_cpu` and `forward_gpu` to
 //! `forward`.
 //!
-//! Run with `cargo run --example muladd_unified`. On a CUDA device the same `forward` would run
-//! there; kusari has no CUDA backend yet, so the example runs on the CPU and says so.
+//! Run with `cargo run --example muladd_unified`. The same `forward` then runs on `cuda:0` when
+//! kusari finds a CUDA driver and device; without a GPU the example says so.
 //! `tests/macro_ops.rs` includes this file to check the op's gradients (hence the `pub`).
 
 use kusari::prelude::*;
@@ -47,14 +47,20 @@ fn main() -> Result<()> {
     assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-12)?);
     assert!(allclose(&grad_of(&x)?, ya, 0.0)?);
     assert!(allclose(&grad_of(&y)?, xa, 0.0)?);
-    assert!(allclose(&grad_of(&z)?, &za.ones_like(), 0.0)?);
+    assert!(allclose(&grad_of(&z)?, &za.ones_like()?, 0.0)?);
     println!("ok: d loss/dx == y, d loss/dy == x, d loss/dz == 1");
 
-    // The same forward would run on a CUDA device; this build of kusari has none.
-    let on_gpu = xa.to_device(Device::Cuda(0));
-    if let Err(err) = &on_gpu {
-        println!("GPU run skipped, it needs a CUDA build and device: {err}");
+    // The same forward runs on a CUDA device, when this machine has one.
+    if let Some(reason) = kusari::cuda::unavailable_reason() {
+        println!("GPU run skipped: no GPU ({reason})");
+        let on_gpu = xa.to_device(Device::Cuda(0));
+        assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
+        return Ok(());
     }
-    assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
+    let gpu = |a: &Array| Ok::<_, Error>(Variable::new(a.to_device(Device::Cuda(0))?));
+    let (xg, yg, zg) = (gpu(xa)?, gpu(ya)?, gpu(za)?);
+    F::sum(&mul_add(&xg, &yg, &zg)?)?.backward()?;
+    assert!(allclose(&grad_of(&xg)?, ya, 1e-12)? && allclose(&grad_of(&yg)?, xa, 1e-12)?);
+    println!("ok: the same forward and backward ran on cuda:0");
     Ok(())
 }

@@ -1,15 +1,18 @@
 //! MulAdd with elementwise CUDA kernels, the tutorial's `cuda.elementwise`: `#[forward_gpu(..)]`
-//! declares the forward's kernel (CuPy's signature grammar; `T` is any dtype), and backward
-//! applies `MulAddGrad`, an op whose kernel computes both `gx` and `gy` in one pass.
+//! declares the forward's kernel in CuPy's signature grammar with the type placeholder `T`, bound
+//! to the inputs' dtype at launch, so one kernel serves float32 and float64. Backward applies
+//! `MulAddGrad`, an op whose kernel computes both `gx` and `gy` in one pass.
+//! (`10_muladd_kernel_float32.rs` writes the same kernels with concrete `float32` types.)
 //!
-//! Run with `cargo run --example muladd_kernel`. The kernels need a CUDA build of kusari and a
-//! CUDA device; kusari has no CUDA backend yet, so the example runs the CPU path and shows what
-//! the generated kernel launch reports. `tests/macro_ops.rs` includes this file to check the ops'
-//! gradients (hence the `pub`).
+//! Run with `cargo run --example muladd_kernel`. It needs a CUDA driver and device for the
+//! kernels to run (NVRTC compiles them on first use), and then checks them against the CPU;
+//! without a GPU it says so and runs the CPU path. `tests/macro_ops.rs` includes this file to
+//! check the ops' gradients (hence the `pub`).
 
 use kusari::prelude::*;
+use kusari_examples::allclose;
 
-/// f(x, y, z) = x * y + z, elementwise.
+/// f(x, y, z) = x * y + z, elementwise, for any dtype.
 pub struct MulAdd;
 
 #[function_node]
@@ -71,44 +74,59 @@ impl MulAddGrad {
     }
 }
 
-fn main() -> Result<()> {
-    let mut rng = Rng::seed(0);
-    let mut uniform = || Variable::new(Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng));
-    let (x, y, z) = (uniform(), uniform(), uniform());
-
-    let w = mul_add(&x, &y, &z)?;
+/// `[w, gx, gy, gz]` for gw = 1, computed on `device` from host `inputs`, copied to the host.
+fn forward_backward(inputs: &[Array], device: Device) -> Result<Vec<Array>> {
+    let v: Vec<Variable> = inputs
+        .iter()
+        .map(|a| Ok(Variable::new(a.to_device(device)?)))
+        .collect::<Result<_>>()?;
+    let w = mul_add(&v[0], &v[1], &v[2])?;
     let record = GradOptions {
         enable_double_backprop: true,
         ..Default::default()
     };
-    let gw = Variable::new(w.array().ones_like());
-    let grads = grad(&[&w], &[&x, &y, &z], Some(&[Some(gw)]), record)?;
+    let gw = Variable::new(w.array().ones_like()?);
+    let grads = grad(&[&w], &[&v[0], &v[1], &v[2]], Some(&[Some(gw)]), record)?;
     let [Some(gx), Some(gy), Some(gz)] = grads.as_slice() else {
         return Err(Error::msg("expected gradients for x, y and z"));
     };
-    println!("w = x * y + z =\n{}", w.array());
-    println!("gx =\n{}\ngy =\n{}", gx.array(), gy.array());
-    // Backward applied MulAddGrad: both gradients are its outputs.
-    println!("gx and gy computed by: {:?}", gx.creator_label());
+    // Backward applied MulAddGrad: gx and gy are its outputs.
     assert_eq!(gx.creator_label().as_deref(), Some("MulAddGrad"));
-    assert_eq!(gx.array().to_vec::<f32>()?, y.array().to_vec::<f32>()?);
-    assert_eq!(gy.array().to_vec::<f32>()?, x.array().to_vec::<f32>()?);
-    assert_eq!(gz.array().to_vec::<f32>()?, vec![1.0; 6]);
-    println!("ok: forward ran on the CPU; gx == y, gy == x, gz == 1");
+    [w.array(), gx.array(), gy.array(), gz.array()]
+        .map(|a| a.to_device(Device::Cpu))
+        .into_iter()
+        .collect()
+}
 
-    // Called directly (as `apply` does for CUDA inputs), each generated `forward_gpu` checks the
-    // inputs against its kernel's signature, then launches it: here, a typed error.
-    let inputs = [x.array(), y.array(), z.array()].map(Array::clone);
-    let launches = [
-        FunctionNode::forward_gpu(&mut MulAdd, &mut ForwardContext::default(), &inputs),
-        FunctionNode::forward_gpu(&mut MulAddGrad, &mut ForwardContext::default(), &inputs),
-    ];
-    for launch in launches {
-        let Err(err) = launch else {
-            return Err(Error::msg("this build has no CUDA backend"));
-        };
-        println!("forward_gpu: {err}");
-        assert!(matches!(err, Error::CudaUnavailable { .. }));
+fn main() -> Result<()> {
+    let device = match kusari::cuda::unavailable_reason() {
+        None => Device::Cuda(0),
+        Some(reason) => {
+            println!("no GPU ({reason}): running on the CPU");
+            Device::Cpu
+        }
+    };
+    let mut rng = Rng::seed(0);
+    let xyz: Vec<Array> = (0..3)
+        .map(|_| Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng))
+        .collect();
+    for dtype in [DType::F32, DType::F64] {
+        let xyz: Vec<Array> = xyz.iter().map(|a| a.astype(dtype)).collect::<Result<_>>()?;
+        let (x, y, z) = (&xyz[0], &xyz[1], &xyz[2]);
+        // On the CPU, against the hand formula: w = x*y + z; with gw = 1, gx = y, gy = x, gz = 1.
+        let cpu = forward_backward(&xyz, Device::Cpu)?;
+        assert!(allclose(&cpu[0], &((x * y)? + z)?, 1e-6)?);
+        assert!(allclose(&cpu[1], y, 0.0)? && allclose(&cpu[2], x, 0.0)?);
+        assert!(allclose(&cpu[3], &z.ones_like()?, 0.0)?);
+        // On `device` (the GPU when there is one): the kernels, within rounding of the CPU.
+        let out = forward_backward(&xyz, device)?;
+        for (got, want) in out.iter().zip(&cpu) {
+            assert!(allclose(got, want, 1e-6)?);
+        }
+        println!("{dtype} on {device}: w =\n{}\ngx =\n{}", out[0], out[1]);
     }
+    // No forward ran on host copies of CUDA arrays: both ops have kernels.
+    assert_eq!(kusari::cuda::host_fallback_count(), 0);
+    println!("ok: on {device} for float32 and float64, gx == y, gy == x, gz == 1");
     Ok(())
 }

@@ -51,7 +51,7 @@ fn main() -> Result<()> {
 
     let w = muladd(&x, &y, &z)?;
     // w has 6 elements, so backward needs its gradient set first: gw = ones.
-    w.set_grad_array(w.array().ones_like())?;
+    w.set_grad_array(w.array().ones_like()?)?;
     w.backward()?;
 
     let grad_of = |v: &Variable| v.grad_array().ok_or_else(|| Error::msg("no gradient"));

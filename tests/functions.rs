@@ -74,7 +74,7 @@ fn grads_of(
     let gs = gs
         .into_iter()
         .zip(xs)
-        .map(|(g, x)| g.unwrap_or_else(|| Variable::constant(x.zeros_like())))
+        .map(|(g, x)| g.unwrap_or_else(|| Variable::constant(x.zeros_like().unwrap())))
         .collect();
     Ok((vars, gs))
 }
@@ -147,7 +147,7 @@ fn check_double_grad(f: Fun, xs: &[Array]) -> Result<()> {
     for (k, (g, n)) in second.iter().zip(&numeric).enumerate() {
         let g = match g {
             Some(g) => g.array().clone(),
-            None => xs[k].zeros_like(),
+            None => xs[k].zeros_like().unwrap(),
         };
         assert_eq!(g.shape(), xs[k].shape(), "second-order gradient {k} shape");
         assert_close(&g, n, TOL2, TOL2);

@@ -1,23 +1,153 @@
-//! Every CUDA kernel in the project compiles with NVRTC, for Ampere (`compute_80`) and Hopper
-//! (`compute_90`), in float32 and float64, on the contiguous and the strided path. No GPU is
-//! needed. Without NVRTC the test prints why it skips, unless `KUSARI_REQUIRE_NVRTC=1` (set by
-//! `.ci/run`), which makes a missing NVRTC a failure.
+//! Every CUDA kernel kusari can launch compiles with NVRTC, for Ampere (`compute_80`) and Hopper
+//! (`compute_90`), on the contiguous path (32-bit indexing) and the strided one (64-bit
+//! indexing). No GPU is needed. Without NVRTC the test prints why it skips, unless
+//! `KUSARI_REQUIRE_NVRTC=1` (set by `.ci/run`), which makes a missing NVRTC a failure.
+//!
+//! The kernels, each in every dtype it is launched with:
+//! - the built-in functions' and the example ops' `#[forward_gpu(..)]` kernels, in float32 and
+//!   float64, and the example MulAdd kernels in float16 and bfloat16 too;
+//! - the kernels of kusari's own array operations ([`kusari::array_kernels`]), in each dtype
+//!   listed for them;
+//! - the row reductions, every kind for every reducible type.
+//!
+//! The expected number of compilations is computed from those lists, so a kernel that silently
+//! drops out fails the test. Compilation runs on a few threads: NVRTC compiles separate programs
+//! concurrently.
 
-use kusari::ElementwiseKernel;
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use kusari::{DType, ElementwiseKernel};
+use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
+use kusari_kernels::reduction::{reduction, ReductionKind, REDUCIBLE_TYPES};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../examples/04_muladd_kernel.rs"]
 mod muladd_kernel;
 
-/// The kernels of the built-in functions and of the example ops.
+#[allow(dead_code, unused_imports)]
+#[path = "../examples/10_muladd_kernel_float32.rs"]
+mod muladd_kernel_float32;
+
+/// The architectures every kernel is compiled for.
+const ARCHS: [&str; 2] = ["compute_80", "compute_90"];
+
+/// The launch paths every elementwise kernel is compiled for.
+const VARIANTS: [(Indexing, IndexWidth); 2] = [
+    (Indexing::Contiguous, IndexWidth::I32),
+    (Indexing::Strided { ndim: 2 }, IndexWidth::I64),
+];
+
+/// The kernels of the built-in functions and of the example ops (the float32 example's
+/// signatures are concrete: each of its two bindings compiles the same source).
 fn project_kernels() -> Vec<ElementwiseKernel> {
     let mut all = kusari::functions::kernels();
-    all.extend_from_slice(muladd_kernel::MulAdd::KERNELS);
-    all.extend_from_slice(muladd_kernel::MulAddGrad::KERNELS);
+    all.extend_from_slice(example_kernels());
+    all.extend_from_slice(muladd_kernel_float32::MulAdd::KERNELS);
+    all.extend_from_slice(muladd_kernel_float32::MulAddGrad::KERNELS);
     all
+}
+
+/// The example MulAdd's kernels (forward, and the two-output backward).
+fn example_kernels() -> &'static [ElementwiseKernel] {
+    static ALL: std::sync::OnceLock<Vec<ElementwiseKernel>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        [
+            muladd_kernel::MulAdd::KERNELS,
+            muladd_kernel::MulAddGrad::KERNELS,
+        ]
+        .concat()
+    })
+}
+
+fn scalar_type(d: DType) -> ScalarType {
+    ScalarType::from_name(d.name()).unwrap_or_else(|| panic!("dtype {d} has no kernel scalar type"))
+}
+
+/// One NVRTC compilation to do.
+struct Job {
+    /// What is compiled, for messages: the kernel, its types and variant.
+    what: String,
+    src: KernelSource,
+    arch: &'static str,
+}
+
+/// The type placeholders `k`'s signature uses.
+fn placeholders(k: &ElementwiseKernel) -> (ElementwiseSignature, Vec<char>) {
+    let sig = ElementwiseSignature::new(k.inputs, k.outputs, k.params)
+        .unwrap_or_else(|e| panic!("kernel {}: invalid signature: {e:?}", k.name));
+    let mut used = Vec::new();
+    for (_, p) in sig.lists() {
+        if let ParamType::Placeholder(c) = p.ty {
+            if !used.contains(&c) {
+                used.push(c);
+            }
+        }
+    }
+    (sig, used)
+}
+
+/// Jobs compiling `k` with every placeholder bound to `t` (`None`: `k` has only concrete
+/// types), on every variant for every architecture.
+fn elementwise_jobs(k: &ElementwiseKernel, t: Option<ScalarType>, jobs: &mut Vec<Job>) {
+    let (sig, used) = placeholders(k);
+    let types: Vec<(char, ScalarType)> = match t {
+        Some(t) => used.iter().map(|&c| (c, t)).collect(),
+        None => {
+            assert!(
+                used.is_empty(),
+                "kernel {} uses placeholders {used:?} but is listed without dtypes",
+                k.name
+            );
+            Vec::new()
+        }
+    };
+    for (indexing, width) in VARIANTS {
+        let src = generate(k.name, &sig, k.body, &types, indexing, width)
+            .unwrap_or_else(|e| panic!("kernel {}: {e}", k.name));
+        for arch in ARCHS {
+            jobs.push(Job {
+                what: format!(
+                    "{} [{}] {:?} {:?} for {arch}",
+                    k.name,
+                    t.map_or("concrete types", ScalarType::name),
+                    indexing,
+                    width
+                ),
+                src: src.clone(),
+                arch,
+            });
+        }
+    }
+}
+
+/// Compiles every job on `threads` threads; returns the failures (NVRTC's message for each).
+fn compile_all(jobs: &[Job], threads: usize) -> Vec<String> {
+    let failures = Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let outcome = compile_ptx(&job.src, job.arch).map_err(|e| e.to_string());
+                let problem = match outcome {
+                    Ok(ptx) if ptx.contains(&job.src.entry) => None,
+                    Ok(_) => Some(format!("the PTX lacks the entry {}", job.src.entry)),
+                    Err(e) => Some(e),
+                };
+                if let Some(p) = problem {
+                    failures
+                        .lock()
+                        .expect("failures")
+                        .push(format!("{}:\n{p}", job.what));
+                }
+            });
+        }
+    });
+    failures.into_inner().expect("failures")
 }
 
 #[test]
@@ -33,43 +163,111 @@ fn every_kernel_in_the_project_compiles_for_compute_80_and_compute_90() {
         );
         return;
     }
-    let kernels = project_kernels();
+    let per_binding = VARIANTS.len() * ARCHS.len();
+    let mut jobs = Vec::new();
+
+    // The built-ins' and the examples' kernels in float32 and float64.
+    let functions = project_kernels();
     assert!(
-        kernels.len() >= 18,
+        functions.len() >= 18,
         "built-ins and examples declare at least 18 kernels, found {}",
-        kernels.len()
+        functions.len()
     );
-    let mut compiled = 0;
-    for k in &kernels {
-        let sig = ElementwiseSignature::new(k.inputs, k.outputs, k.params)
-            .unwrap_or_else(|e| panic!("kernel {}: {e:?}", k.name));
-        let placeholders: Vec<char> = sig
-            .lists()
-            .filter_map(|(_, p)| match p.ty {
-                ParamType::Placeholder(c) => Some(c),
-                ParamType::Concrete(_) => None,
-            })
-            .collect();
+    for k in &functions {
         for t in [ScalarType::Float32, ScalarType::Float64] {
-            let types: Vec<(char, ScalarType)> = placeholders.iter().map(|&c| (c, t)).collect();
-            for (indexing, width) in [
-                (Indexing::Contiguous, IndexWidth::I32),
-                (Indexing::Strided { ndim: 2 }, IndexWidth::I64),
-            ] {
-                let src = generate(k.name, &sig, k.body, &types, indexing, width)
-                    .expect("every placeholder is bound");
-                for arch in ["compute_80", "compute_90"] {
-                    let ptx = compile_ptx(&src, arch).unwrap_or_else(|e| panic!("{e}"));
-                    assert!(ptx.contains(&src.entry));
-                    compiled += 1;
-                }
+            elementwise_jobs(k, Some(t), &mut jobs);
+        }
+    }
+    let expected_functions = functions.len() * 2 * per_binding;
+    assert_eq!(jobs.len(), expected_functions);
+
+    // The example MulAdd kernels in the half types.
+    let examples = example_kernels();
+    assert_eq!(
+        examples.len(),
+        2,
+        "MulAdd and MulAddGrad declare one kernel each"
+    );
+    for k in examples {
+        for t in [ScalarType::Float16, ScalarType::BFloat16] {
+            elementwise_jobs(k, Some(t), &mut jobs);
+        }
+    }
+    let expected_halves = examples.len() * 2 * per_binding;
+    assert_eq!(jobs.len(), expected_functions + expected_halves);
+
+    // The array operations' kernels in each dtype they are launched with.
+    let array_kernels = kusari::array_kernels();
+    let mut bindings = 0;
+    for (k, dtypes) in &array_kernels {
+        if dtypes.is_empty() {
+            elementwise_jobs(k, None, &mut jobs);
+            bindings += 1;
+        }
+        for &d in *dtypes {
+            elementwise_jobs(k, Some(scalar_type(d)), &mut jobs);
+            bindings += 1;
+        }
+    }
+    let expected_array: usize = array_kernels
+        .iter()
+        .map(|(_, dtypes)| dtypes.len().max(1) * per_binding)
+        .sum();
+    assert_eq!(bindings * per_binding, expected_array);
+    // Fill (one per dtype) and cast (one per pair of dtypes) are among them, with copy and
+    // matmul: at least 7 + 49 + 2 kernels besides the arithmetic.
+    assert!(
+        array_kernels.len() >= 7 + 49 + 2 + 30,
+        "array_kernels() lists only {} kernels",
+        array_kernels.len()
+    );
+    assert_eq!(
+        jobs.len(),
+        expected_functions + expected_halves + expected_array
+    );
+
+    // The row reductions: every kind for every reducible type.
+    let mut reductions = 0;
+    for kind in ReductionKind::ALL {
+        for t in REDUCIBLE_TYPES {
+            let src = reduction(kind, t).unwrap_or_else(|e| panic!("reduction {kind} {t}: {e}"));
+            reductions += 1;
+            for arch in ARCHS {
+                jobs.push(Job {
+                    what: format!("{} for {arch}", src.entry),
+                    src: src.clone(),
+                    arch,
+                });
             }
         }
     }
+    assert_eq!(reductions, 12, "3 kinds x 4 reducible types");
+    let expected_reductions = ReductionKind::ALL.len() * REDUCIBLE_TYPES.len() * ARCHS.len();
+    let expected = expected_functions + expected_halves + expected_array + expected_reductions;
+    assert_eq!(jobs.len(), expected);
+
+    let threads = std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .clamp(2, 8);
+    let start = Instant::now();
+    let failures = compile_all(&jobs, threads);
+    let elapsed = start.elapsed();
     let (major, minor) = nvrtc_version().expect("NVRTC loaded");
     eprintln!(
-        "compiled {compiled} kernel variants of {} kernels with NVRTC {major}.{minor}",
-        kernels.len()
+        "compiled {} kernel variants with NVRTC {major}.{minor} on {threads} threads in {:.1} s: \
+         {expected_functions} of {} built-in and example kernels, {expected_halves} half-precision \
+         MulAdd, {expected_array} of {} array-op kernels ({bindings} dtype bindings), \
+         {expected_reductions} reductions",
+        jobs.len() - failures.len(),
+        elapsed.as_secs_f64(),
+        functions.len(),
+        array_kernels.len(),
     );
-    assert_eq!(compiled, kernels.len() * 8);
+    assert!(
+        failures.is_empty(),
+        "{} of {} kernel variants do not compile:\n\n{}",
+        failures.len(),
+        jobs.len(),
+        failures.join("\n\n")
+    );
 }

@@ -86,7 +86,7 @@ fn check_backward(op: Op<'_>, inputs: &[Array], seed: u64) -> Result<()> {
     for (a, n) in analytic.iter().zip(&numeric) {
         let a = a
             .as_ref()
-            .map_or_else(|| n.zeros_like(), |g| g.array().clone());
+            .map_or_else(|| n.zeros_like().unwrap(), |g| g.array().clone());
         assert_close(&a, n, 1e-7, 1e-6);
     }
     Ok(())
@@ -105,7 +105,7 @@ fn check_double_backward(op: Op<'_>, inputs: &[Array], seed: u64) -> Result<()> 
             ..Default::default()
         };
         let grads = grad(&outputs.iter().collect::<Vec<_>>(), xs, Some(&gys), record)?;
-        let zeros_like = |x: &Variable| Variable::constant(x.array().zeros_like());
+        let zeros_like = |x: &Variable| Variable::constant(x.array().zeros_like().unwrap());
         Ok(grads
             .into_iter()
             .zip(xs)

@@ -15,6 +15,11 @@
 //!
 //! [`IndexWidth::I32`] is used while `n` fits in 31 bits; above that, 64-bit indexing.
 //!
+//! `float16` and `bfloat16` are kusari's own 2-byte structs, defined by a prelude
+//! ([`HALF_PRELUDE`]) at the top of any kernel that uses them: no CUDA header is included, so the
+//! source compiles with NVRTC alone. In a body they behave like `float` (each value converts to
+//! `float` for arithmetic and rounds back on assignment).
+//!
 //! ```
 //! use kusari_kernels::codegen::{generate, Indexing, IndexWidth};
 //! use kusari_kernels::{ElementwiseSignature, ScalarType};
@@ -28,6 +33,96 @@
 use std::fmt::Write;
 
 use crate::signature::{ElementwiseSignature, Param, ParamType, ScalarType};
+
+macro_rules! float16_prelude {
+    () => {
+        r#"#ifndef KUSARI_FLOAT16_DEFINED
+#define KUSARI_FLOAT16_DEFINED
+// IEEE binary16 in 2 bytes; arithmetic goes through float (no cuda_fp16.h needed).
+struct float16 {
+  unsigned short bits;
+  __device__ float16() : bits(0) {}
+  __device__ float16(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
+  __device__ operator float() const { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits)); return f; }
+  __device__ float16& operator+=(float v) { return *this = float16(float(*this) + v); }
+  __device__ float16& operator-=(float v) { return *this = float16(float(*this) - v); }
+  __device__ float16& operator*=(float v) { return *this = float16(float(*this) * v); }
+  __device__ float16& operator/=(float v) { return *this = float16(float(*this) / v); }
+};
+#endif
+"#
+    };
+}
+
+macro_rules! bfloat16_prelude {
+    () => {
+        r#"#ifndef KUSARI_BFLOAT16_DEFINED
+#define KUSARI_BFLOAT16_DEFINED
+// bfloat16 (the top half of a float) in 2 bytes; arithmetic goes through float (no cuda_bf16.h).
+struct bfloat16 {
+  unsigned short bits;
+  __device__ bfloat16() : bits(0) {}
+  __device__ bfloat16(float f) {
+    const unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      bits = 0x7fc0;  // NaN: a quiet NaN
+    } else {
+      bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+    }
+  }
+  __device__ operator float() const { return __uint_as_float(((unsigned int)bits) << 16); }
+  __device__ bfloat16& operator+=(float v) { return *this = bfloat16(float(*this) + v); }
+  __device__ bfloat16& operator-=(float v) { return *this = bfloat16(float(*this) - v); }
+  __device__ bfloat16& operator*=(float v) { return *this = bfloat16(float(*this) * v); }
+  __device__ bfloat16& operator/=(float v) { return *this = bfloat16(float(*this) / v); }
+};
+#endif
+"#
+    };
+}
+
+/// CUDA source defining `float16`: IEEE binary16 as a 2-byte struct (`unsigned short bits`)
+/// converting to and from `float` with PTX `cvt` instructions, so the generated code needs no
+/// `cuda_fp16.h` (which pip's NVRTC wheel does not ship). Arithmetic and comparisons go through
+/// the implicit conversion to `float`; assigning a `float` (or anything convertible to one)
+/// rounds to nearest even. `+=`, `-=`, `*=` and `/=` are defined too. An include guard makes it
+/// safe to paste into a translation unit more than once.
+pub const FLOAT16_PRELUDE: &str = float16_prelude!();
+
+/// CUDA source defining `bfloat16` like [`FLOAT16_PRELUDE`] defines `float16`: the conversion
+/// from `float` rounds to nearest even by bit manipulation (`__float_as_uint`), any NaN becomes
+/// the quiet NaN `0x7fc0`, and the conversion to `float` is exact (`bits << 16`).
+pub const BFLOAT16_PRELUDE: &str = bfloat16_prelude!();
+
+/// [`FLOAT16_PRELUDE`] followed by [`BFLOAT16_PRELUDE`], for generators that want both.
+///
+/// ```
+/// use kusari_kernels::codegen::HALF_PRELUDE;
+/// assert!(HALF_PRELUDE.contains("struct float16 {"));
+/// assert!(HALF_PRELUDE.contains("struct bfloat16 {"));
+/// assert!(!HALF_PRELUDE.contains("#include"));
+/// ```
+pub const HALF_PRELUDE: &str = concat!(float16_prelude!(), bfloat16_prelude!());
+
+/// The preludes the types in `types` need: [`FLOAT16_PRELUDE`] if `float16` is among them,
+/// then [`BFLOAT16_PRELUDE`] if `bfloat16` is; empty otherwise.
+///
+/// ```
+/// use kusari_kernels::codegen::{half_prelude, BFLOAT16_PRELUDE};
+/// use kusari_kernels::ScalarType;
+/// assert_eq!(half_prelude(&[ScalarType::Float32]), "");
+/// assert_eq!(half_prelude(&[ScalarType::BFloat16, ScalarType::Int32]), BFLOAT16_PRELUDE);
+/// ```
+pub fn half_prelude(types: &[ScalarType]) -> String {
+    let mut out = String::new();
+    if types.contains(&ScalarType::Float16) {
+        out.push_str(FLOAT16_PRELUDE);
+    }
+    if types.contains(&ScalarType::BFloat16) {
+        out.push_str(BFLOAT16_PRELUDE);
+    }
+    out
+}
 
 /// How element offsets are found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,14 +176,15 @@ impl KernelSource {
     }
 }
 
-/// The CUDA C type of a concrete element type.
+/// The CUDA C type of a concrete element type. The half types are kusari's own `float16` and
+/// `bfloat16` structs from [`HALF_PRELUDE`], not CUDA's `__half` / `__nv_bfloat16`.
 pub fn c_type(t: ScalarType) -> &'static str {
     match t {
         ScalarType::Bool => "bool",
         ScalarType::Int32 => "int",
         ScalarType::Int64 => "long long",
-        ScalarType::Float16 => "__half",
-        ScalarType::BFloat16 => "__nv_bfloat16",
+        ScalarType::Float16 => "float16",
+        ScalarType::BFloat16 => "bfloat16",
         ScalarType::Float32 => "float",
         ScalarType::Float64 => "double",
     }
@@ -135,13 +231,7 @@ pub fn generate(
             ParamType::Placeholder(c) => types.iter().find(|(p, _)| *p == c).map(|(_, t)| *t),
         })
         .collect();
-    let mut includes = String::new();
-    if all_types.contains(&ScalarType::Float16) {
-        includes.push_str("#include <cuda_fp16.h>\n");
-    }
-    if all_types.contains(&ScalarType::BFloat16) {
-        includes.push_str("#include <cuda_bf16.h>\n");
-    }
+    let includes = half_prelude(&all_types);
 
     let (index_t, variant) = match width {
         IndexWidth::I32 => ("unsigned int", "i32"),

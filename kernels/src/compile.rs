@@ -1,19 +1,32 @@
-//! NVRTC: generated CUDA source to PTX, for a given virtual architecture.
+//! NVRTC: generated CUDA source to PTX for a virtual architecture, or to a device's machine code
+//! (a cubin), without a GPU.
 //!
 //! cudarc loads `libnvrtc` at run time (and would panic if it is missing), so every entry point
 //! probes for the library first and reports [`CompileError::NvrtcUnavailable`] instead.
+//!
+//! - [`compile_ptx`] / [`compile_ptx_cached`]: PTX text for an architecture such as
+//!   `"compute_90"`.
+//! - [`compile_binary`] / [`compile_binary_cached`]: what a device loads (`cuModuleLoadData`):
+//!   a cubin for the device's `sm_XY` ([`target_for`]), or NUL-terminated PTX when NVRTC cannot
+//!   make that cubin (see [`compile_binary`] for what is chosen).
 
+use std::ffi::{c_char, c_int, CString};
 use std::fmt;
 
 use std::sync::{Arc, OnceLock};
 
+use cudarc::nvrtc::{result, sys};
+
 use crate::cache::{default_dir, BinaryCache, CacheKey};
 use crate::codegen::KernelSource;
 
-/// NVRTC options used for every kernel (part of the cache key).
+/// NVRTC options used for every kernel (part of the cache key), besides the architecture.
 fn options() -> Vec<String> {
     vec!["--std=c++17".to_string()]
 }
+
+/// The first bytes of a cubin (an ELF file).
+pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 
 /// Why a kernel did not compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +39,7 @@ pub enum CompileError {
     Failed {
         /// The kernel's entry point.
         entry: String,
-        /// The architecture compiled for.
+        /// The architecture compiled for (`compute_90`, `sm_90`).
         arch: String,
         /// NVRTC's log.
         log: String,
@@ -57,10 +70,86 @@ impl fmt::Display for CompileError {
 
 impl std::error::Error for CompileError {}
 
+/// What [`compile_binary`] compiles for.
+///
+/// ```
+/// use kusari_kernels::compile::{target_for, Target};
+/// assert_eq!(target_for(9, 0).to_string(), "sm_90");
+/// assert_eq!(Target::Ptx { major: 8, minor: 6 }.to_string(), "compute_86");
+/// assert_eq!(target_for(10, 0).to_string(), "sm_100");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// Machine code for devices of compute capability `major.minor` (`sm_{major}{minor}`): an
+    /// ELF cubin, loaded without JIT compilation.
+    Cubin {
+        /// Compute capability, major part.
+        major: u32,
+        /// Compute capability, minor part.
+        minor: u32,
+    },
+    /// PTX for the virtual architecture `compute_{major}{minor}`, NUL-terminated (as
+    /// `cuModuleLoadData` wants it); the driver JIT-compiles it for a device of that compute
+    /// capability or a newer one.
+    Ptx {
+        /// Compute capability, major part.
+        major: u32,
+        /// Compute capability, minor part.
+        minor: u32,
+    },
+}
+
+impl Target {
+    /// The compute capability as NVRTC numbers architectures: `major * 10 + minor` (90 for 9.0).
+    pub fn arch_number(self) -> u32 {
+        let (major, minor) = self.capability();
+        major * 10 + minor
+    }
+
+    /// The compute capability `(major, minor)`.
+    pub fn capability(self) -> (u32, u32) {
+        match self {
+            Target::Cubin { major, minor } | Target::Ptx { major, minor } => (major, minor),
+        }
+    }
+
+    /// Whether this is a cubin (else PTX).
+    pub fn is_cubin(self) -> bool {
+        matches!(self, Target::Cubin { .. })
+    }
+
+    fn ptx_of(number: u32) -> Target {
+        Target::Ptx {
+            major: number / 10,
+            minor: number % 10,
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    /// `sm_XY` for a cubin, `compute_XY` for PTX: the value of NVRTC's `--gpu-architecture`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Cubin { major, minor } => write!(f, "sm_{major}{minor}"),
+            Target::Ptx { major, minor } => write!(f, "compute_{major}{minor}"),
+        }
+    }
+}
+
+/// The target for a device of compute capability `major.minor`: its cubin, `sm_{major}{minor}`
+/// ([`compile_binary`] falls back to PTX where NVRTC cannot make that cubin).
+pub fn target_for(major: u32, minor: u32) -> Target {
+    Target::Cubin { major, minor }
+}
+
 /// Whether `libnvrtc` can be loaded.
+///
+/// Probed once per process (opening the library costs about half a millisecond, and every
+/// cached compile asks).
 pub fn nvrtc_available() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only tries to open the library; no symbol is called.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
 /// NVRTC's version as (major, minor).
@@ -68,42 +157,248 @@ pub fn nvrtc_version() -> Result<(i32, i32), CompileError> {
     if !nvrtc_available() {
         return Err(CompileError::NvrtcUnavailable);
     }
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: the library is present (probed above); both pointers are valid for writes.
-    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if status == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        Ok((major, minor))
-    } else {
-        Err(CompileError::NvrtcUnavailable)
+    static VERSION: OnceLock<Option<(i32, i32)>> = OnceLock::new();
+    let version = VERSION.get_or_init(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: the library is present (probed above); both pointers are valid for writes.
+        let status = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+        (status == sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
+    });
+    version.ok_or(CompileError::NvrtcUnavailable)
+}
+
+/// The real architectures NVRTC can make cubins for, ascending, as `major * 10 + minor`
+/// (e.g. `[75, 80, 86, 87, 88, 89, 90, 100, ...]` for NVRTC 13).
+pub fn supported_archs() -> Result<Vec<u32>, CompileError> {
+    static ARCHS: OnceLock<Option<Vec<u32>>> = OnceLock::new();
+    if !nvrtc_available() {
+        return Err(CompileError::NvrtcUnavailable);
+    }
+    ARCHS
+        .get_or_init(|| {
+            let mut n: c_int = 0;
+            // SAFETY: the library is present (probed above); `n` is valid for writes.
+            unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
+                .result()
+                .ok()?;
+            let mut archs: Vec<c_int> = vec![0; usize::try_from(n).ok()?];
+            // SAFETY: `archs` has room for the `n` entries NVRTC writes.
+            unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
+                .result()
+                .ok()?;
+            let mut archs: Vec<u32> = archs
+                .into_iter()
+                .filter_map(|a| u32::try_from(a).ok())
+                .collect();
+            archs.sort_unstable();
+            archs.dedup();
+            Some(archs)
+        })
+        .clone()
+        .ok_or(CompileError::NvrtcUnavailable)
+}
+
+/// What NVRTC produces.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    Ptx,
+    Cubin,
+}
+
+/// Why one NVRTC run failed.
+enum RunError {
+    /// NVRTC rejected an option (for us: the architecture), with its log.
+    InvalidOption(String),
+    /// Anything else (a compile error, with its log).
+    Other(String),
+}
+
+impl RunError {
+    fn into_compile_error(self, src: &KernelSource, arch: &str) -> CompileError {
+        let (RunError::InvalidOption(log) | RunError::Other(log)) = self;
+        failed(src, arch, log)
     }
 }
 
-/// Compiles `src` to PTX for `arch` (e.g. `"compute_90"`).
+fn failed(src: &KernelSource, arch: &str, log: String) -> CompileError {
+    CompileError::Failed {
+        entry: src.entry.clone(),
+        arch: arch.to_string(),
+        log,
+        numbered_source: src.numbered(),
+    }
+}
+
+/// NVRTC's `char`s as bytes (`c_char` is `i8` or `u8` depending on the platform).
+#[allow(clippy::unnecessary_cast)]
+fn c_bytes(chars: Vec<c_char>) -> Vec<u8> {
+    chars.into_iter().map(|c| c as u8).collect()
+}
+
+/// A NUL-terminated log as text.
+fn c_chars_to_string(chars: Vec<c_char>) -> String {
+    let mut bytes = c_bytes(chars);
+    if let Some(end) = bytes.iter().position(|&b| b == 0) {
+        bytes.truncate(end);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Destroys the program when dropped, on every path.
+struct Program(sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the program came from `create_program` and is destroyed only here.
+        let _ = unsafe { result::destroy_program(self.0) };
+    }
+}
+
+/// One NVRTC run: `src` compiled with `--gpu-architecture={arch}`, PTX (with its trailing NUL,
+/// as NVRTC returns it) or cubin bytes.
+fn run_nvrtc(src: &KernelSource, arch: &str, output: Output) -> Result<Vec<u8>, RunError> {
+    let source = CString::new(src.source.as_bytes())
+        .map_err(|_| RunError::Other("the generated source contains a NUL byte".into()))?;
+    let name = CString::new(format!("{}.cu", src.entry))
+        .map_err(|_| RunError::Other("the kernel name contains a NUL byte".into()))?;
+    let prog = Program(
+        result::create_program(&source, Some(&name))
+            .map_err(|e| RunError::Other(format!("nvrtcCreateProgram failed: {e:?}")))?,
+    );
+    let mut opts = vec![format!("--gpu-architecture={arch}")];
+    opts.extend(options());
+    // SAFETY: `prog` is a live program (destroyed only by its `Drop`, after this function's
+    // last use of it; `source` and `name` outlive it, being declared before it).
+    if let Err(e) = unsafe { result::compile_program(prog.0, &opts) } {
+        // SAFETY: as above.
+        let log = unsafe { result::get_program_log(prog.0) }
+            .map(c_chars_to_string)
+            .unwrap_or_default();
+        let log = if log.trim().is_empty() {
+            format!("nvrtcCompileProgram failed: {e:?}")
+        } else {
+            log
+        };
+        return Err(if e.0 == sys::nvrtcResult::NVRTC_ERROR_INVALID_OPTION {
+            RunError::InvalidOption(log)
+        } else {
+            RunError::Other(log)
+        });
+    }
+    match output {
+        // SAFETY: `prog` is live and compiled.
+        Output::Ptx => unsafe { result::get_ptx(prog.0) }
+            .map(c_bytes)
+            .map_err(|e| RunError::Other(format!("nvrtcGetPTX failed: {e:?}"))),
+        Output::Cubin => {
+            let mut size = 0usize;
+            // SAFETY: `prog` is live and compiled; `size` is valid for writes.
+            unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
+                .result()
+                .map_err(|e| RunError::Other(format!("nvrtcGetCUBINSize failed: {e:?}")))?;
+            if size == 0 {
+                return Err(RunError::Other(format!("NVRTC made no cubin for {arch}")));
+            }
+            let mut cubin = vec![0u8; size];
+            // SAFETY: `cubin` has room for the `size` bytes NVRTC writes.
+            unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
+                .result()
+                .map_err(|e| RunError::Other(format!("nvrtcGetCUBIN failed: {e:?}")))?;
+            Ok(cubin)
+        }
+    }
+}
+
+/// Compiles `src` to PTX for `arch` (e.g. `"compute_90"`). The text has no trailing NUL (see
+/// [`compile_binary`] for a loadable image).
 pub fn compile_ptx(src: &KernelSource, arch: &'static str) -> Result<String, CompileError> {
     if !nvrtc_available() {
         return Err(CompileError::NvrtcUnavailable);
     }
-    let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
-        name: Some(format!("{}.cu", src.entry)),
-        options: options(),
-        ..Default::default()
-    };
-    match cudarc::nvrtc::compile_ptx_with_opts(&src.source, opts) {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(CompileError::Failed {
-            entry: src.entry.clone(),
-            arch: arch.to_string(),
-            log: log.to_string_lossy().into_owned(),
-            numbered_source: src.numbered(),
-        }),
-        Err(other) => Err(CompileError::Failed {
-            entry: src.entry.clone(),
-            arch: arch.to_string(),
-            log: other.to_string(),
-            numbered_source: src.numbered(),
-        }),
+    let mut ptx = run_nvrtc(src, arch, Output::Ptx).map_err(|e| e.into_compile_error(src, arch))?;
+    while ptx.last() == Some(&0) {
+        ptx.pop();
     }
+    Ok(String::from_utf8_lossy(&ptx).into_owned())
+}
+
+/// The target [`compile_binary`] compiles for when asked for `target`, decided from NVRTC's list
+/// of supported architectures before running it (so that the cache key is known up front).
+fn resolve(src: &KernelSource, target: Target) -> Result<Target, CompileError> {
+    let Target::Cubin { .. } = target else {
+        return Ok(target);
+    };
+    let Ok(archs) = supported_archs() else {
+        // Unknown: try the cubin, and fall back to PTX if NVRTC rejects the architecture.
+        return Ok(target);
+    };
+    let wanted = target.arch_number();
+    if archs.contains(&wanted) {
+        return Ok(target);
+    }
+    match archs.iter().rev().find(|&&a| a <= wanted) {
+        Some(&newest) => Ok(Target::ptx_of(newest)),
+        None => {
+            let (major, minor) = nvrtc_version()?;
+            Err(failed(
+                src,
+                &target.to_string(),
+                format!(
+                    "NVRTC {major}.{minor} supports {}; the device ({target}) is older than all of them",
+                    archs
+                        .iter()
+                        .map(|a| format!("sm_{a}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// Compiles an already resolved target; a cubin NVRTC rejects the architecture of becomes PTX
+/// for the same compute capability.
+fn compile_resolved(src: &KernelSource, target: Target) -> Result<(Target, Vec<u8>), CompileError> {
+    let arch = target.to_string();
+    match target {
+        Target::Ptx { .. } => {
+            let mut ptx =
+                run_nvrtc(src, &arch, Output::Ptx).map_err(|e| e.into_compile_error(src, &arch))?;
+            if ptx.last() != Some(&0) {
+                ptx.push(0);
+            }
+            Ok((target, ptx))
+        }
+        Target::Cubin { major, minor } => match run_nvrtc(src, &arch, Output::Cubin) {
+            Ok(cubin) => Ok((target, cubin)),
+            Err(RunError::InvalidOption(_)) => compile_resolved(src, Target::Ptx { major, minor }),
+            Err(e) => Err(e.into_compile_error(src, &arch)),
+        },
+    }
+}
+
+/// Compiles `src` into something a device loads with `cuModuleLoadData`, and says what it is.
+///
+/// - [`Target::Ptx`]: PTX for that `compute_XY`, NUL-terminated, exactly as asked.
+/// - [`Target::Cubin`] for `sm_XY` (see [`target_for`]):
+///   - NVRTC lists `sm_XY` among its architectures ([`supported_archs`]): the cubin, an ELF
+///     file starting with [`ELF_MAGIC`], compiled with `--gpu-architecture=sm_XY`.
+///   - It does not (a device newer than this NVRTC, or a variant it has no code generator for):
+///     PTX for the newest architecture it lists below `XY`, which the driver JIT-compiles for
+///     the device.
+///   - It lists nothing at or below `XY` (a device older than this NVRTC supports):
+///     [`CompileError::Failed`] saying so.
+///   - The list cannot be had and NVRTC rejects `sm_XY`: PTX for `compute_XY`.
+///
+/// The returned [`Target`] is the one actually compiled for.
+pub fn compile_binary(
+    src: &KernelSource,
+    target: &Target,
+) -> Result<(Target, Vec<u8>), CompileError> {
+    if !nvrtc_available() {
+        return Err(CompileError::NvrtcUnavailable);
+    }
+    compile_resolved(src, resolve(src, *target)?)
 }
 
 /// The process-wide cache of compiled kernels, in [`default_dir`].
@@ -121,4 +416,87 @@ pub fn compile_ptx_cached(
 ) -> Result<Arc<Vec<u8>>, CompileError> {
     let key = CacheKey::new(&src.source, &options(), nvrtc_version()?, arch);
     cache.get_or_compile(key, || compile_ptx(src, arch).map(String::into_bytes))
+}
+
+/// [`compile_binary`] through `cache`. The key holds the target actually compiled for, marked
+/// as a loadable binary (`binary:sm_90`, `binary:compute_90`), so a cubin, a NUL-terminated
+/// PTX image and [`compile_ptx_cached`]'s PTX text never share an entry. A cached entry is told
+/// apart as cubin or PTX by its [`ELF_MAGIC`].
+pub fn compile_binary_cached(
+    src: &KernelSource,
+    target: &Target,
+    cache: &BinaryCache,
+) -> Result<(Target, Arc<Vec<u8>>), CompileError> {
+    let version = nvrtc_version()?;
+    let resolved = resolve(src, *target)?;
+    let key = CacheKey::new(
+        &src.source,
+        &options(),
+        version,
+        &format!("binary:{resolved}"),
+    );
+    let binary = cache.get_or_compile(key, || compile_resolved(src, resolved).map(|(_, b)| b))?;
+    let (major, minor) = resolved.capability();
+    let actual = if binary.starts_with(ELF_MAGIC) {
+        Target::Cubin { major, minor }
+    } else {
+        Target::Ptx { major, minor }
+    };
+    Ok((actual, binary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trivial() -> KernelSource {
+        KernelSource {
+            entry: "k".into(),
+            source: "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n".into(),
+        }
+    }
+
+    #[test]
+    fn targets_display_as_nvrtc_architectures() {
+        assert_eq!(target_for(8, 6).to_string(), "sm_86");
+        assert_eq!(target_for(12, 1).to_string(), "sm_121");
+        assert_eq!(Target::Ptx { major: 9, minor: 0 }.to_string(), "compute_90");
+        assert_eq!(target_for(12, 1).arch_number(), 121);
+        assert_eq!(
+            Target::ptx_of(100),
+            Target::Ptx {
+                major: 10,
+                minor: 0
+            }
+        );
+        assert!(target_for(9, 0).is_cubin());
+    }
+
+    /// Without the architecture list, a cubin NVRTC rejects the architecture of is retried as
+    /// PTX for the same compute capability (here NVRTC knows neither, so that fails too).
+    #[test]
+    fn a_rejected_cubin_architecture_is_retried_as_ptx() {
+        if !nvrtc_available() {
+            assert!(
+                std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+                "KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+            );
+            return;
+        }
+        let src = trivial();
+        match run_nvrtc(&src, "sm_99", Output::Cubin) {
+            Err(RunError::InvalidOption(log)) => {
+                assert!(log.contains("--gpu-architecture"), "{log}")
+            }
+            Err(RunError::Other(log)) => panic!("expected an invalid option, got {log}"),
+            Ok(_) => panic!("sm_99 compiled"),
+        }
+        match compile_resolved(&src, target_for(9, 9)) {
+            Err(CompileError::Failed { arch, .. }) => assert_eq!(arch, "compute_99"),
+            other => panic!("expected a PTX attempt, got {other:?}"),
+        }
+        let (t, cubin) = compile_resolved(&src, target_for(8, 0)).unwrap();
+        assert_eq!(t, target_for(8, 0));
+        assert!(cubin.starts_with(ELF_MAGIC));
+    }
 }

@@ -3,16 +3,22 @@
 //! - [`signature`]: the signature grammar, which the `#[function_node]` macro runs at compile time
 //!   and the runtime runs again at launch, so the two never disagree about what a signature means.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
+//! - [`reduction`](mod@reduction): CUDA source for row reductions (sum, max, min), a pure function of the
+//!   reduction and the element type.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - [`launch`]: grid shapes from the SM count, and the per-device upload cache.
-//! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX, without a GPU.
+//! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX or to a device's cubin,
+//!   without a GPU.
 
 pub mod cache;
 pub mod codegen;
 #[cfg(feature = "nvrtc")]
 pub mod compile;
 pub mod launch;
+pub mod reduction;
 pub mod signature;
+
+pub use reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
 
 pub use signature::{
     ElementwiseSignature, Param, ParamType, ScalarType, SignatureError, SignatureList,

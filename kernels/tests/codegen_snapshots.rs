@@ -1,7 +1,10 @@
 //! The generated CUDA source, compared with reviewed copies in `tests/snapshots/`. After an
 //! intended change to the generator, run with `KUSARI_BLESS=1` and review the diff.
 
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing};
+use kusari_kernels::codegen::{
+    c_type, generate, IndexWidth, Indexing, BFLOAT16_PRELUDE, FLOAT16_PRELUDE, HALF_PRELUDE,
+};
+use kusari_kernels::reduction::{reduction, ReductionKind};
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
 fn check(name: &str, actual: &str) {
@@ -77,4 +80,74 @@ fn an_unbound_placeholder_is_an_error_not_bad_source() {
 fn index_width_switches_at_two_to_the_31() {
     assert_eq!(IndexWidth::for_len((1 << 31) - 1), IndexWidth::I32);
     assert_eq!(IndexWidth::for_len(1 << 31), IndexWidth::I64);
+}
+
+#[test]
+fn half_types_come_from_the_prelude_not_cuda_headers() {
+    let sig =
+        ElementwiseSignature::new("T x, T y, bfloat16 b", "T w, float32 f", "T alpha").unwrap();
+    let src = generate(
+        "halves",
+        &sig,
+        "w = x * y + alpha;\nf = (float)b;",
+        &[('T', ScalarType::Float16)],
+        Indexing::Contiguous,
+        IndexWidth::I32,
+    )
+    .unwrap();
+    assert!(!src.source.contains("#include"), "{}", src.source);
+    assert!(
+        src.source.contains(HALF_PRELUDE),
+        "both preludes, float16 first"
+    );
+    assert!(src.source.contains("typedef float16 T;"));
+    assert!(src.source.contains("const bfloat16* __restrict__ _in_b"));
+    check("halves_contiguous_i32.cu", &src.source);
+
+    // Only the prelude a kernel needs.
+    let sig = ElementwiseSignature::new("T x", "T y", "").unwrap();
+    let bf = generate(
+        "bf",
+        &sig,
+        "y = x;",
+        &[('T', ScalarType::BFloat16)],
+        Indexing::Contiguous,
+        IndexWidth::I32,
+    )
+    .unwrap();
+    assert!(bf.source.contains(BFLOAT16_PRELUDE));
+    assert!(!bf.source.contains("struct float16"));
+    let f32 = generate(
+        "f",
+        &sig,
+        "y = x;",
+        &[('T', ScalarType::Float32)],
+        Indexing::Contiguous,
+        IndexWidth::I32,
+    )
+    .unwrap();
+    assert!(!f32.source.contains("struct float16") && !f32.source.contains("struct bfloat16"));
+}
+
+#[test]
+fn half_c_types_are_the_prelude_structs() {
+    assert_eq!(c_type(ScalarType::Float16), "float16");
+    assert_eq!(c_type(ScalarType::BFloat16), "bfloat16");
+    assert!(FLOAT16_PRELUDE.contains("asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(bits) : \"f\"(f));"));
+    assert!(FLOAT16_PRELUDE.contains("asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(bits));"));
+    assert!(BFLOAT16_PRELUDE.contains("__float_as_uint(f)"));
+    assert!(BFLOAT16_PRELUDE.contains("bits = 0x7fc0;"));
+    assert!(BFLOAT16_PRELUDE.contains("__uint_as_float(((unsigned int)bits) << 16)"));
+    assert_eq!(HALF_PRELUDE, format!("{FLOAT16_PRELUDE}{BFLOAT16_PRELUDE}"));
+}
+
+#[test]
+fn reduction_source() {
+    let src = reduction(ReductionKind::Max, ScalarType::Float32).unwrap();
+    assert_eq!(src.entry, "kusari_reduce_max_float32");
+    check("reduce_max_float32.cu", &src.source);
+    let err = reduction(ReductionKind::Sum, ScalarType::Float16).unwrap_err();
+    assert!(err.contains("float16"), "{err}");
+    let err = reduction(ReductionKind::Min, ScalarType::Bool).unwrap_err();
+    assert!(err.contains("bool"), "{err}");
 }

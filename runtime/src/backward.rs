@@ -445,7 +445,7 @@ fn initial_grad(out: &Variable, given: Option<&Variable>) -> Result<Variable> {
         return Ok(g);
     }
     if out.size() == 1 {
-        return Ok(Variable::constant(out.array().ones_like()));
+        return Ok(Variable::constant(out.array().ones_like()?));
     }
     Err(Error::GradRequired {
         shape: out.shape().to_vec(),

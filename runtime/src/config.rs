@@ -29,12 +29,17 @@ pub struct Config {
     /// Checks every function's outputs and gradients for NaN, naming the function. Default off
     /// unless `KUSARI_DEBUG=1`.
     pub debug: bool,
+    /// Whether a function without a GPU forward may run its CPU forward on host copies of CUDA
+    /// inputs (ChainerX's fallback; counted by [`crate::cuda::host_fallback_count`]). When
+    /// false, such a call is [`Error::HostFallbackForbidden`](crate::Error). Default `true`.
+    pub host_fallback: bool,
 }
 
 const TRAIN: u8 = 1;
 const BACKPROP: u8 = 2;
 const DEBUG: u8 = 4;
 const SET: u8 = 8;
+const FALLBACK: u8 = 16;
 
 static GLOBAL: AtomicU8 = AtomicU8::new(0);
 
@@ -43,6 +48,7 @@ impl Config {
         SET | (self.train as u8 * TRAIN)
             | (self.enable_backprop as u8 * BACKPROP)
             | (self.debug as u8 * DEBUG)
+            | (self.host_fallback as u8 * FALLBACK)
     }
 
     fn from_bits(b: u8) -> Self {
@@ -50,6 +56,7 @@ impl Config {
             train: b & TRAIN != 0,
             enable_backprop: b & BACKPROP != 0,
             debug: b & DEBUG != 0,
+            host_fallback: b & FALLBACK != 0,
         }
     }
 }
@@ -78,6 +85,7 @@ pub fn global() -> Config {
             train: true,
             enable_backprop: true,
             debug: debug_from_env(),
+            host_fallback: true,
         }
     }
 }
@@ -151,6 +159,19 @@ pub fn using_backprop(enable_backprop: bool) -> ConfigGuard {
 /// Debug checks on or off until the guard drops.
 pub fn using_debug(debug: bool) -> ConfigGuard {
     using_config(Config { debug, ..current() })
+}
+
+/// Host fallback allowed or forbidden until the guard drops (see [`Config::host_fallback`]).
+///
+/// ```
+/// let _strict = kusari::config::using_host_fallback(false);
+/// assert!(!kusari::config::current().host_fallback);
+/// ```
+pub fn using_host_fallback(host_fallback: bool) -> ConfigGuard {
+    using_config(Config {
+        host_fallback,
+        ..current()
+    })
 }
 
 /// No graph is recorded until the guard drops (Chainer's `no_backprop_mode`).

@@ -58,3 +58,53 @@ impl FromStr for Device {
         }
     }
 }
+
+thread_local! {
+    static DEFAULT: std::cell::Cell<Device> = const { std::cell::Cell::new(Device::Cpu) };
+}
+
+/// This thread's default device: where [`Array::from_vec`](crate::Array::from_vec) and
+/// [`Array::arange`](crate::Array::arange) place new arrays. The host unless changed with
+/// [`using_device`].
+pub fn default_device() -> Device {
+    DEFAULT.with(std::cell::Cell::get)
+}
+
+/// Restores the previous default device of its thread when dropped.
+#[must_use = "the default device is restored when the guard is dropped"]
+#[derive(Debug)]
+pub struct DeviceGuard {
+    previous: Device,
+    _thread_bound: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for DeviceGuard {
+    fn drop(&mut self) {
+        DEFAULT.with(|d| d.set(self.previous));
+    }
+}
+
+/// Makes `device` this thread's default device until the guard drops (ChainerX's
+/// `using_device`). A CUDA device must exist: on a machine without it this is
+/// [`Error::CudaUnavailable`], so device-agnostic code learns at the scope's start.
+///
+/// ```
+/// use kusari::{default_device, using_device, Array, Device};
+/// {
+///     let _cpu = using_device(Device::Cpu).unwrap();
+///     let x = Array::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+///     assert_eq!(x.device(), Device::Cpu);
+/// }
+/// if !kusari::cuda::is_available() {
+///     assert!(using_device(Device::Cuda(0)).is_err());
+/// }
+/// assert_eq!(default_device(), Device::Cpu);
+/// ```
+pub fn using_device(device: Device) -> Result<DeviceGuard> {
+    crate::cuda::check_device(device, &format!("using_device({device})"))?;
+    let previous = DEFAULT.with(|d| d.replace(device));
+    Ok(DeviceGuard {
+        previous,
+        _thread_bound: std::marker::PhantomData,
+    })
+}

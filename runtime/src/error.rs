@@ -101,6 +101,33 @@ pub enum Error {
         reason: String,
     },
 
+    /// The CUDA driver or cuBLAS reported an error.
+    #[error("{op}: CUDA error: {msg}")]
+    Cuda {
+        /// The operation.
+        op: String,
+        /// The driver's message.
+        msg: String,
+    },
+    /// A kernel that NVRTC could not compile: the message holds NVRTC's log (lines of the
+    /// kernel's body numbered as in the body) and the numbered generated source.
+    #[error("kernel {kernel}: {message}")]
+    KernelCompile {
+        /// The kernel's name.
+        kernel: String,
+        /// NVRTC's log and the generated source.
+        message: String,
+    },
+    /// A function without a GPU forward was applied to CUDA arrays while host fallback is
+    /// forbidden ([`crate::config::using_host_fallback`]).
+    #[error("{function}: no forward_gpu, and host fallback is forbidden (inputs on {device}); implement forward_gpu or allow the fallback")]
+    HostFallbackForbidden {
+        /// The function's label.
+        function: String,
+        /// The inputs' device.
+        device: Device,
+    },
+
     // ----- functions and the graph -----
     /// A function called with the wrong number of inputs.
     #[error("{function}: expected {expected} input(s), got {actual}")]

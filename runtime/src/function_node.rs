@@ -59,11 +59,19 @@ pub trait FunctionNode: Send + Sync + 'static {
     }
 
     /// Computes the outputs. By default dispatches on the inputs' device to
-    /// [`forward_cpu`](Self::forward_cpu) or [`forward_gpu`](Self::forward_gpu).
+    /// [`forward_cpu`](Self::forward_cpu) or [`forward_gpu`](Self::forward_gpu). A function
+    /// without `forward_gpu` runs `forward_cpu` on host copies of CUDA inputs (host fallback:
+    /// counted, traced, and forbidden by [`crate::config::using_host_fallback`]`(false)`).
     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
         match inputs.first().map_or(Device::Cpu, Array::device) {
             Device::Cpu => self.forward_cpu(ctx, inputs),
-            Device::Cuda(_) => self.forward_gpu(ctx, inputs),
+            device @ Device::Cuda(_) => match self.forward_gpu(ctx, inputs) {
+                Err(Error::NotImplemented {
+                    method: "forward_gpu",
+                    ..
+                }) => crate::fallback::forward_on_host(self, ctx, inputs, device),
+                result => result,
+            },
         }
     }
 
@@ -324,9 +332,11 @@ impl BackwardContext<'_> {
     /// A zero gradient for output `i` (for outputs that received none), on its device.
     pub fn zeros_for_output(&self, i: usize) -> Result<Variable> {
         let slot = self.output_slot(i)?;
-        Ok(Variable::constant(
-            Array::zeros(slot.shape.slice(), slot.dtype).to_device(slot.device)?,
-        ))
+        Ok(Variable::constant(Array::zeros_on(
+            slot.shape.slice(),
+            slot.dtype,
+            slot.device,
+        )?))
     }
 
     fn not_retained(&self, what: &str, i: usize) -> Error {

@@ -5,6 +5,8 @@
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
+use std::sync::OnceLock;
+
 use crate::error::{Error, Result};
 use crate::{Array, DType};
 
@@ -75,7 +77,15 @@ impl ElementwiseKernel {
     /// placeholder gets one dtype and that concrete types match. Returns `(placeholder, dtype)`
     /// pairs in order of first use.
     pub fn bind(&self, inputs: &[&Array]) -> Result<Vec<(char, DType)>> {
-        let sig = self.signature()?;
+        self.bind_parsed(&self.signature()?, inputs)
+    }
+
+    /// [`bind`](Self::bind) with the signature already parsed.
+    pub(crate) fn bind_parsed(
+        &self,
+        sig: &ElementwiseSignature,
+        inputs: &[&Array],
+    ) -> Result<Vec<(char, DType)>> {
         if inputs.len() != sig.inputs.len() {
             return Err(Error::InputCount {
                 function: format!("kernel {}", self.name),
@@ -152,11 +162,41 @@ impl ElementwiseKernel {
         .map_err(Error::Msg)
     }
 
-    /// Runs the kernel over `inputs` (broadcast together) with the scalar `params`, returning
-    /// the outputs. Requires CUDA arrays; this build has no CUDA backend, so after checking the
-    /// arguments and generating the source it returns [`Error::CudaUnavailable`].
+    /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
+    /// place) with the scalar `params` (converted to their declared types), returning the
+    /// outputs as new C-contiguous arrays of the broadcast shape on the inputs' device.
+    ///
+    /// The first launch of a variant (dtypes, contiguous or strided, 32- or 64-bit indexing)
+    /// compiles it with NVRTC for the device's architecture through the on-disk cache and loads
+    /// it on the device; later launches reuse the loaded function. CUDA and host inputs mixed
+    /// are [`Error::DeviceMismatch`]; host inputs only, no CUDA driver, or a build without the
+    /// `cuda` feature are [`Error::CudaUnavailable`].
     pub fn launch(&self, inputs: &[&Array], params: &[f64]) -> Result<Vec<Array>> {
-        self.source_for(inputs)?;
+        if let (Some(gpu), Some(host)) = (
+            inputs.iter().find(|a| a.on_cuda()),
+            inputs.iter().find(|a| !a.on_cuda()),
+        ) {
+            return Err(Error::DeviceMismatch {
+                op: format!("kernel {}", self.name),
+                lhs: gpu.device(),
+                rhs: host.device(),
+            });
+        }
+        if let Some(host) = inputs.iter().find(|a| !a.on_cuda()) {
+            self.source_for(inputs)?;
+            self.check_param_count(params)?;
+            return Err(Error::CudaUnavailable {
+                op: format!("kernel {}", self.name),
+                reason: format!(
+                    "its inputs must be CUDA arrays, but one is on {} (move it with to_device)",
+                    host.device()
+                ),
+            });
+        }
+        crate::cuda::launch(self, inputs, params, None)
+    }
+
+    fn check_param_count(&self, params: &[f64]) -> Result<()> {
         let expected = self.signature()?.params.len();
         if params.len() != expected {
             return Err(Error::Msg(format!(
@@ -165,14 +205,116 @@ impl ElementwiseKernel {
                 params.len()
             )));
         }
-        Err(Error::CudaUnavailable {
-            op: format!("kernel {}", self.name),
-            reason: "this build of kusari has no CUDA backend".to_string(),
-        })
+        Ok(())
     }
 }
 
-fn to_scalar_type(d: DType) -> ScalarType {
+/// A C-contiguous copy of any layout (the strided variant reads views in place).
+pub(crate) static COPY: ElementwiseKernel =
+    ElementwiseKernel::new("kusari_copy", "T a", "T out", "", "out = a;");
+
+/// The matrix product of contiguous `[batch, rows, inner]` and `[batch, inner, cols]` arrays, one
+/// thread per output element: for integers, and floats where cuBLAS cannot be loaded.
+pub(crate) static MATMUL: ElementwiseKernel = ElementwiseKernel::new(
+    "kusari_matmul",
+    "raw T a, raw T b",
+    "T out",
+    "int64 rows, int64 inner, int64 cols",
+    "const long long c_ = (long long)i % cols;\n\
+     const long long r_ = ((long long)i / cols) % rows;\n\
+     const long long b_ = (long long)i / (cols * rows);\n\
+     T acc = 0;\n\
+     for (long long t = 0; t < inner; ++t) {\n\
+     \x20 acc += a[(b_ * rows + r_) * inner + t] * b[(b_ * inner + t) * cols + c_];\n\
+     }\n\
+     out = acc;",
+);
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn dtype_index(d: DType) -> usize {
+    DType::ALL
+        .iter()
+        .position(|&x| x == d)
+        .expect("DType::ALL lists every dtype")
+}
+
+/// Kernels whose signatures name concrete dtypes, made once per process.
+struct Generated {
+    /// `out = v` for each dtype, in `DType::ALL` order.
+    fill: Vec<ElementwiseKernel>,
+    /// `out = a` from each dtype to each dtype (`from * 7 + to`).
+    cast: Vec<ElementwiseKernel>,
+}
+
+fn generated() -> &'static Generated {
+    static GENERATED: OnceLock<Generated> = OnceLock::new();
+    GENERATED.get_or_init(|| {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let fill = DType::ALL
+            .iter()
+            .map(|d| {
+                let t = d.name();
+                ElementwiseKernel::new(
+                    leak(format!("kusari_fill_{t}")),
+                    "",
+                    leak(format!("{t} out")),
+                    leak(format!("{t} v")),
+                    "out = v;",
+                )
+            })
+            .collect();
+        let mut cast = Vec::new();
+        for from in DType::ALL {
+            for to in DType::ALL {
+                let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
+                // Half types convert through float: a conversion between the two half types
+                // would otherwise need two user-defined conversions.
+                let body = if half(from) || half(to) {
+                    "out = (float)a;"
+                } else {
+                    "out = a;"
+                };
+                cast.push(ElementwiseKernel::new(
+                    leak(format!("kusari_cast_{}_to_{}", from.name(), to.name())),
+                    leak(format!("{} a", from.name())),
+                    leak(format!("{} out", to.name())),
+                    "",
+                    body,
+                ));
+            }
+        }
+        Generated { fill, cast }
+    })
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+/// The kernel filling a new array of `dtype` with a scalar.
+pub(crate) fn fill_kernel(dtype: DType) -> &'static ElementwiseKernel {
+    &generated().fill[dtype_index(dtype)]
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+/// The kernel converting `from` to `to`.
+pub(crate) fn cast_kernel(from: DType, to: DType) -> &'static ElementwiseKernel {
+    &generated().cast[dtype_index(from) * DType::ALL.len() + dtype_index(to)]
+}
+
+/// Every elementwise kernel kusari's own array operations launch on CUDA, each with the dtypes
+/// its type placeholders take there (half-precision math runs in float32), so that a test can
+/// compile every one with NVRTC. Kernels of `#[function_node]` ops are listed by
+/// [`crate::functions::kernels`] and each op's `KERNELS`.
+pub fn array_kernels() -> Vec<(ElementwiseKernel, &'static [DType])> {
+    const ALL: &[DType] = &DType::ALL;
+    const NUMERIC: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];
+    let mut all = crate::array::op_kernels();
+    all.push((COPY, ALL));
+    all.push((MATMUL, NUMERIC));
+    let g = generated();
+    all.extend(g.fill.iter().chain(&g.cast).map(|k| (*k, &[] as &[DType])));
+    all
+}
+
+pub(crate) fn to_scalar_type(d: DType) -> ScalarType {
     match d {
         DType::Bool => ScalarType::Bool,
         DType::I32 => ScalarType::Int32,
@@ -184,7 +326,7 @@ fn to_scalar_type(d: DType) -> ScalarType {
     }
 }
 
-fn to_dtype(t: ScalarType) -> DType {
+pub(crate) fn to_dtype(t: ScalarType) -> DType {
     match t {
         ScalarType::Bool => DType::Bool,
         ScalarType::Int32 => DType::I32,
@@ -252,6 +394,54 @@ mod tests {
             k.source_for(&[&a, &bad]),
             Err(Error::Broadcast { .. })
         ));
+    }
+
+    #[test]
+    fn every_array_kernel_parses_and_generates_source_for_its_dtypes() {
+        let all = array_kernels();
+        // 6 binary ops in 3 forms, pow, 2 unary, 5 float unary, 6 comparisons, pow/greater with
+        // a scalar, where, mul_add, copy, matmul, 7 fills and 49 casts.
+        assert_eq!(all.len(), 18 + 1 + 2 + 5 + 6 + 4 + 2 + 7 + 49);
+        for (k, dtypes) in all {
+            let sig = k.signature().unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            let placeholders: Vec<char> = sig
+                .lists()
+                .filter_map(|(_, p)| match p.ty {
+                    ParamType::Placeholder(c) => Some(c),
+                    ParamType::Concrete(_) => None,
+                })
+                .collect();
+            assert_eq!(placeholders.is_empty(), dtypes.is_empty(), "{}", k.name);
+            let bindings: Vec<Vec<(char, ScalarType)>> = if dtypes.is_empty() {
+                vec![Vec::new()]
+            } else {
+                dtypes
+                    .iter()
+                    .map(|&d| {
+                        placeholders
+                            .iter()
+                            .map(|&c| (c, to_scalar_type(d)))
+                            .collect()
+                    })
+                    .collect()
+            };
+            for types in bindings {
+                let src = generate(
+                    k.name,
+                    &sig,
+                    k.body,
+                    &types,
+                    Indexing::Contiguous,
+                    IndexWidth::I32,
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+                assert!(
+                    src.source.contains(k.body.lines().next().unwrap_or("")),
+                    "{}",
+                    k.name
+                );
+            }
+        }
     }
 
     #[test]

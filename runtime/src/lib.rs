@@ -20,9 +20,12 @@ mod array;
 mod backward;
 pub mod config;
 mod cpu;
+#[cfg_attr(not(feature = "cuda"), path = "cuda_stub.rs")]
+pub mod cuda;
 mod device;
 mod dtype;
 mod error;
+mod fallback;
 mod function;
 mod function_node;
 pub mod functions;
@@ -39,12 +42,12 @@ mod variable;
 
 pub use array::{Array, WeakArray};
 pub use backward::{grad, BackwardOptions, GradOptions};
-pub use device::Device;
+pub use device::{default_device, using_device, Device, DeviceGuard};
 pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
 pub use function::Function;
 pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
-pub use kernel::ElementwiseKernel;
+pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
 pub use variable::Variable;

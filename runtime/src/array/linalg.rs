@@ -105,6 +105,9 @@ fn product<T: Element + LinalgScalar>(
     nkm: (usize, usize, usize),
     out_shape: &[usize],
 ) -> Result<Array> {
+    if a.on_cuda() {
+        return crate::cuda::matmul(a, b, batch, nkm, out_shape);
+    }
     let v = matmul(a.host::<T>("matmul")?, b.host::<T>("matmul")?, batch, nkm);
     Ok(Array::from_cpu_vec(v, out_shape))
 }

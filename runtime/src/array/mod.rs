@@ -6,6 +6,8 @@ mod ops;
 mod reduce;
 mod shape;
 
+pub(crate) use elementwise::op_kernels;
+
 use std::fmt;
 use std::sync::{Arc, Weak};
 
@@ -93,8 +95,27 @@ impl Array {
         }
     }
 
+    /// An array over `storage` with `layout` (which the caller keeps inside the buffer).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn from_storage(storage: Storage, layout: Layout) -> Self {
+        Array {
+            storage: Arc::new(storage),
+            layout,
+        }
+    }
+
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// Whether the array lives on a CUDA device.
+    pub(crate) fn on_cuda(&self) -> bool {
+        matches!(*self.storage, Storage::Cuda(_))
     }
 
     /// A typed host reference, if the array is on the host and holds `T`.
@@ -104,6 +125,7 @@ impl Array {
                 data,
                 layout: &self.layout,
             }),
+            Storage::Cuda(_) => None,
         }
     }
 
@@ -117,7 +139,8 @@ impl Array {
 
     // ----- constructors -----
 
-    /// An array of `shape` over `data` in C order.
+    /// An array of `shape` over `data` in C order, on this thread's
+    /// [default device](crate::default_device).
     ///
     /// ```
     /// let a = kusari::Array::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
@@ -136,7 +159,7 @@ impl Array {
                 ),
             });
         }
-        Ok(Self::from_cpu_vec(data, shape))
+        Self::from_cpu_vec(data, shape).to_device(crate::default_device())
     }
 
     /// Takes an ndarray array (any dimensionality and memory order) without copying a C-order one.
@@ -170,22 +193,42 @@ impl Array {
         Self::full(shape, 1.0, dtype)
     }
 
+    /// An array of `shape` filled with `value` (cast to `dtype`) on `device`.
+    ///
+    /// ```
+    /// use kusari::{Array, DType, Device};
+    /// let a = Array::full_on(&[2], 3.0, DType::I32, Device::Cpu).unwrap();
+    /// assert_eq!(a.to_vec::<i32>().unwrap(), vec![3, 3]);
+    /// ```
+    pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Self> {
+        match device {
+            Device::Cpu => Ok(Self::full(shape, value, dtype)),
+            Device::Cuda(i) => crate::cuda::full(shape, value, dtype, i),
+        }
+    }
+
+    /// Zeros of `shape` and `dtype` on `device`.
+    pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Result<Self> {
+        Self::full_on(shape, 0.0, dtype, device)
+    }
+
     /// `value` in this array's shape, dtype and device.
-    pub fn full_like(&self, value: f64) -> Self {
-        Self::full(self.shape(), value, self.dtype())
+    pub fn full_like(&self, value: f64) -> Result<Self> {
+        Self::full_on(self.shape(), value, self.dtype(), self.device())
     }
 
     /// Zeros in this array's shape, dtype and device.
-    pub fn zeros_like(&self) -> Self {
+    pub fn zeros_like(&self) -> Result<Self> {
         self.full_like(0.0)
     }
 
     /// Ones in this array's shape, dtype and device.
-    pub fn ones_like(&self) -> Self {
+    pub fn ones_like(&self) -> Result<Self> {
         self.full_like(1.0)
     }
 
-    /// `start, start + step, ...` below `stop` (above it for a negative step), as NumPy's arange.
+    /// `start, start + step, ...` below `stop` (above it for a negative step), as NumPy's
+    /// arange, on this thread's [default device](crate::default_device).
     ///
     /// ```
     /// let a = kusari::Array::arange(0.0, 1.0, 0.25, kusari::DType::F64).unwrap();
@@ -201,10 +244,11 @@ impl Array {
             });
         }
         let n = ((stop - start) / step).ceil().max(0.0) as usize;
-        Ok(with_dtype!(dtype, T => Self::from_cpu_vec(
+        with_dtype!(dtype, T => Self::from_cpu_vec(
             (0..n).map(|i| T::from_f64(start + i as f64 * step)).collect(),
             &[n],
-        )))
+        ))
+        .to_device(crate::default_device())
     }
 
     /// Samples from `U[low, high)`, drawn from `rng` (cast to `dtype`).
@@ -301,14 +345,30 @@ impl Array {
             .ok_or_else(|| self.element_type_error::<T>(op))
     }
 
-    /// The elements in C order.
+    /// This array if it is on the host, else a host copy of it.
+    fn on_host(&self) -> Result<Array> {
+        if self.on_cuda() {
+            crate::cuda::to_host(self)
+        } else {
+            Ok(self.clone())
+        }
+    }
+
+    /// The elements in C order (copied from the device for a CUDA array).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if self.on_cuda() {
+            if T::DTYPE != self.dtype() {
+                return Err(self.element_type_error::<T>("to_vec"));
+            }
+            return self.on_host()?.to_vec();
+        }
         Ok(self.host::<T>("to_vec")?.to_cow().into_owned())
     }
 
-    /// The elements in C order converted to `f64`, whatever the dtype.
+    /// The elements in C order converted to `f64`, whatever the dtype or device.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        with_dtype!(self.dtype(), T => Ok(self
+        let a = self.on_host()?;
+        with_dtype!(a.dtype(), T => Ok(a
             .host::<T>("to_f64_vec")?
             .to_cow()
             .iter()
@@ -316,8 +376,14 @@ impl Array {
             .collect()))
     }
 
-    /// A copy as an ndarray array.
+    /// A copy as an ndarray array (from the device for a CUDA array).
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
+        if self.on_cuda() {
+            if T::DTYPE != self.dtype() {
+                return Err(self.element_type_error::<T>("to_ndarray"));
+            }
+            return self.on_host()?.to_ndarray();
+        }
         Ok(self.view::<T>()?.to_owned())
     }
 
@@ -335,15 +401,19 @@ impl Array {
         Ok(self.to_vec::<T>()?[0])
     }
 
-    /// The same elements on `device`. On the same device this shares the buffer.
+    /// The same elements on `device`. On the same device this shares the buffer; otherwise the
+    /// elements are copied (a view is copied as a C-contiguous array).
+    ///
+    /// A CUDA device on a machine without a driver or without that device, or in a build
+    /// without the `cuda` feature, is [`Error::CudaUnavailable`].
     pub fn to_device(&self, device: Device) -> Result<Array> {
         if device == self.device() {
             return Ok(self.clone());
         }
-        Err(Error::CudaUnavailable {
-            op: format!("to_device({device})"),
-            reason: "this build of kusari has no CUDA backend".to_string(),
-        })
+        match device {
+            Device::Cpu => crate::cuda::to_host(self),
+            Device::Cuda(i) => crate::cuda::to_device(self, i),
+        }
     }
 
     /// The elements converted to `dtype` (the same array when the dtype already matches).
@@ -353,20 +423,27 @@ impl Array {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
+        if self.on_cuda() {
+            return crate::cuda::astype(self, dtype);
+        }
         with_dtype!(self.dtype(), S => {
             let a = self.host::<S>("astype")?;
             Ok(with_dtype!(dtype, D => Array::from_cpu_vec(map1(a, |x| D::from_f64(x.to_f64())), self.shape())))
         })
     }
 
-    /// A C-contiguous array with the same elements (the same array if already contiguous).
-    pub fn contiguous(&self) -> Array {
+    /// A C-contiguous array with the same elements on the same device (the same array if
+    /// already contiguous).
+    pub fn contiguous(&self) -> Result<Array> {
         if self.is_contiguous() {
-            return self.clone();
+            return Ok(self.clone());
+        }
+        if self.on_cuda() {
+            return crate::cuda::contiguous(self);
         }
         with_dtype!(self.dtype(), T => match self.cpu::<T>() {
-            Some(a) => Array::from_cpu_vec(map1(a, |x| x), self.shape()),
-            None => self.clone(),
+            Some(a) => Ok(Array::from_cpu_vec(map1(a, |x| x), self.shape())),
+            None => Err(self.element_type_error::<T>("contiguous")),
         })
     }
 }

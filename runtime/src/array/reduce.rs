@@ -39,9 +39,16 @@ impl Array {
             .filter(|a| !axes.contains(a))
             .map(|a| self.shape()[a])
             .collect();
-        let out = with_num_dtype!(self.dtype(), T => {
+        let out = if self.on_cuda() {
+            if self.dtype() == DType::Bool {
+                return Err(unsupported(op, self, NUMERIC));
+            }
+            crate::cuda::reduce(self, &axes, kind)?
+        } else {
+            with_num_dtype!(self.dtype(), T => {
             Array::from_cpu_vec(reduce(self.host::<T>(op)?, &axes, kind), &reduced)
-        }, bool => return Err(unsupported(op, self, NUMERIC)));
+        }, bool => return Err(unsupported(op, self, NUMERIC)))
+        };
         if keepdims {
             let kept: Vec<usize> = (0..self.ndim())
                 .map(|a| {

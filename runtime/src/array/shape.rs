@@ -28,7 +28,7 @@ impl Array {
         if shape == self.shape() {
             return Ok(self.clone());
         }
-        let src = self.contiguous();
+        let src = self.contiguous()?;
         let layout = src
             .layout()
             .reshaped(shape)

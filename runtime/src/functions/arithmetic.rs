@@ -303,7 +303,7 @@ impl Maximum {
     fn backward(&self, a: &Variable, b: &Variable, gy: &Variable) -> Result<(Variable, Variable)> {
         // Ties send the gradient to `a`, as Chainer does.
         let a_wins = a.array().ge(b.array())?;
-        let zero = Variable::constant(gy.array().zeros_like());
+        let zero = Variable::constant(gy.array().zeros_like()?);
         Ok((
             sum_to(&where_(&a_wins, gy, &zero)?, a.shape())?,
             sum_to(&where_(&a_wins, &zero, gy)?, b.shape())?,
@@ -320,7 +320,7 @@ impl FunctionNode for Where {
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
         let gy = only(gys);
-        let zero = Variable::constant(gy.array().zeros_like());
+        let zero = Variable::constant(gy.array().zeros_like()?);
         Ok(vec![
             to_input(ctx, 0, where_(&self.cond, gy, &zero))?,
             to_input(ctx, 1, where_(&self.cond, &zero, gy))?,

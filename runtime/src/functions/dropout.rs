@@ -42,6 +42,8 @@ pub fn dropout(x: &Variable, ratio: f64) -> Result<Variable> {
     let u = with_default_rng(|rng| Array::uniform(x.shape(), 0.0, 1.0, DType::F64, rng));
     let mask = u
         .map(|u: f64| if u >= ratio { scale } else { 0.0 })?
-        .astype(x.dtype())?;
+        .astype(x.dtype())?
+        // Drawn on the host from one generator, so a seed gives the same mask on every device.
+        .to_device(x.device())?;
     apply_mask(x, mask)
 }

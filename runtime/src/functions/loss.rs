@@ -68,8 +68,10 @@ impl FunctionNode for SelectItem {
             .iter()
             .map(|&j| if j < 0 { 0.0 } else { flat[j as usize] })
             .collect();
-        Array::from_vec(picked, &[self.labels.len()])?
-            .astype(x.dtype())
+        // Gathered on the host (labels live there) and moved back to the input's device.
+        Array::from_cpu_vec(picked, &[self.labels.len()])
+            .astype(x.dtype())?
+            .to_device(x.device())
             .map(|a| vec![a])
     }
     fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
@@ -98,8 +100,9 @@ impl FunctionNode for ScatterItem {
                 out[i * self.classes + t as usize] = gi;
             }
         }
-        Array::from_vec(out, &[self.labels.len(), self.classes])?
-            .astype(x[0].dtype())
+        Array::from_cpu_vec(out, &[self.labels.len(), self.classes])
+            .astype(x[0].dtype())?
+            .to_device(x[0].device())
             .map(|a| vec![a])
     }
     fn backward(&self, _: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {

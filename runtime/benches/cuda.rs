@@ -1,0 +1,294 @@
+//! The CUDA backend, timed in three groups:
+//!
+//! - `cuda_bandwidth`: the fused MulAdd on 16M float32 elements (`Array::mul_add` and the
+//!   `#[function_node]` op's kernel launched with `ElementwiseKernel::launch`) against a copy
+//!   kernel (`out = a`) over the same elements, as effective bandwidth: MulAdd moves 16 bytes an
+//!   element (reads x, y, z, writes w), the copy 8. Each iteration waits for the device.
+//! - `cuda_launch`: host time per launch with every cache warm, for a 3×2 MulAdd: N launches
+//!   without waiting, then one `synchronize`, divided by N.
+//! - `nvrtc_compile`: compiling MulAdd's kernel through the binary cache: cold (an empty cache
+//!   directory each time), a disk hit (a new cache over a warm directory) and a memory hit. It
+//!   needs NVRTC but no GPU, so it runs wherever `libnvrtc` loads.
+//!
+//! Groups that cannot run say why (`SKIPPED ...`) and the bench still exits 0. Each group ends
+//! with a one-line summary from a short measurement of its own.
+//!
+//! Run: `cargo bench -p kusari --bench cuda` (add `-- --quick` for a short run).
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use kusari::prelude::*;
+use kusari::{cuda, ElementwiseKernel};
+use kusari_kernels::cache::BinaryCache;
+use kusari_kernels::compile::{compile_binary_cached, nvrtc_available, nvrtc_version, target_for};
+
+/// f(x, y, z) = x * y + z, with the tutorial's kernel.
+struct MulAdd;
+
+#[function_node]
+impl MulAdd {
+    #[retain(x, y)]
+    #[forward_gpu(inputs = "T x, T y, T z", outputs = "T w", body = "w = x * y + z;")]
+    fn forward(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
+        x.mul_add(y, z)
+    }
+
+    fn backward(
+        &self,
+        x: &Variable,
+        y: &Variable,
+        gw: &Variable,
+    ) -> Result<(Variable, Variable, Variable)> {
+        Ok(((y * gw)?, (x * gw)?, gw.clone()))
+    }
+}
+
+/// The bandwidth baseline: one read and one write an element.
+static COPY: ElementwiseKernel =
+    ElementwiseKernel::new("bench_copy", "T a", "T out", "", "out = a;");
+
+const GPU: Device = Device::Cuda(0);
+const ELEMENTS: usize = 16 << 20;
+
+fn uniform_on(shape: &[usize], seed: u64, device: Device) -> Array {
+    let a = Array::uniform(shape, -1.0, 1.0, DType::F32, &mut Rng::seed(seed));
+    a.to_device(device).expect("copy to the device")
+}
+
+/// The median of `reps` timings of `f`.
+fn median(reps: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    let mut times: Vec<Duration> = (0..reps).map(|_| f()).collect();
+    times.sort();
+    times[reps / 2]
+}
+
+fn gb_per_s(bytes: usize, t: Duration) -> f64 {
+    bytes as f64 / t.as_secs_f64() / 1e9
+}
+
+/// Whether there is no GPU for the GPU groups; the first call says why.
+fn gpu_missing() -> bool {
+    static SAID: Once = Once::new();
+    let reason = cuda::unavailable_reason();
+    if let Some(reason) = &reason {
+        SAID.call_once(|| println!("SKIPPED cuda benchmarks: {reason}"));
+    }
+    reason.is_some()
+}
+
+/// `f`, then a wait for the device: what one timed iteration runs.
+fn synced(f: &dyn Fn() -> Array) -> impl Fn() -> Array + '_ {
+    move || {
+        let out = f();
+        cuda::synchronize(GPU).expect("synchronize");
+        out
+    }
+}
+
+fn bench_bandwidth(c: &mut Criterion) {
+    if gpu_missing() {
+        return;
+    }
+    let [x, y, z] = [1, 2, 3].map(|seed| uniform_on(&[ELEMENTS], seed, GPU));
+    let kernel = &MulAdd::KERNELS[0];
+    let muladd = || kernel.launch(&[&x, &y, &z], &[]).expect("launch").remove(0);
+    // Checked once against the host before anything is timed (this also compiles the kernels).
+    let host = |a: &Array| a.to_vec::<f32>().expect("to host");
+    let (hx, hy, hz, hw) = (host(&x), host(&y), host(&z), host(&muladd()));
+    assert!((0..ELEMENTS).all(|i| (hx[i] * hy[i] + hz[i] - hw[i]).abs() <= 1e-6));
+    assert_eq!(host(&COPY.launch(&[&x], &[]).expect("copy")[0]), hx);
+
+    let array_op = || x.mul_add(&y, &z).expect("mul_add");
+    let copy = || COPY.launch(&[&x], &[]).expect("copy").remove(0);
+    let mut group = c.benchmark_group("cuda_bandwidth");
+    group.throughput(Throughput::Bytes(16 * ELEMENTS as u64));
+    group.bench_function("array_mul_add_16M_f32", |b| b.iter(synced(&array_op)));
+    group.bench_function("kernel_launch_mul_add_16M_f32", |b| b.iter(synced(&muladd)));
+    group.throughput(Throughput::Bytes(8 * ELEMENTS as u64));
+    group.bench_function("copy_kernel_16M_f32", |b| b.iter(synced(&copy)));
+    group.finish();
+
+    let time = |f: &dyn Fn() -> Array| {
+        median(21, || {
+            let t = Instant::now();
+            synced(f)();
+            t.elapsed()
+        })
+    };
+    let (t_muladd, t_copy) = (time(&muladd), time(&copy));
+    let name = cuda::properties(0).map(|p| p.0).unwrap_or_default();
+    let (bw_muladd, bw_copy) = (
+        gb_per_s(16 * ELEMENTS, t_muladd),
+        gb_per_s(8 * ELEMENTS, t_copy),
+    );
+    println!(
+        "summary cuda_bandwidth ({name}): MulAdd 16M f32 {t_muladd:?} = {bw_muladd:.0} GB/s, \
+         copy {t_copy:?} = {bw_copy:.0} GB/s"
+    );
+}
+
+/// `iters` calls of `f` without waiting, then one wait for the device: the host's time per call
+/// once the device queue is kept busy.
+fn launches_then_sync<T>(iters: u64, mut f: impl FnMut() -> T) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        black_box(f());
+    }
+    cuda::synchronize(GPU).expect("synchronize");
+    start.elapsed()
+}
+
+fn bench_launch(c: &mut Criterion) {
+    if gpu_missing() {
+        return;
+    }
+    let [x, y, z] = [1, 2, 3].map(|seed| uniform_on(&[3, 2], seed, GPU));
+    let [vx, vy, vz] = [&x, &y, &z].map(|a| Variable::new(a.clone()));
+    let kernel = &MulAdd::KERNELS[0];
+    let array_op = || x.mul_add(&y, &z).expect("mul_add");
+    let launch = || kernel.launch(&[&x, &y, &z], &[]).expect("launch");
+    let apply = || MulAdd.apply((&vx, &vy, &vz)).expect("apply");
+    launches_then_sync(10, || (array_op(), launch(), apply())); // every cache warm
+    let before = cuda::kernel_stats();
+
+    let mut group = c.benchmark_group("cuda_launch");
+    group.bench_function("array_mul_add_3x2", |b| {
+        b.iter_custom(|n| launches_then_sync(n, array_op))
+    });
+    group.bench_function("kernel_launch_3x2", |b| {
+        b.iter_custom(|n| launches_then_sync(n, launch))
+    });
+    group.bench_function("function_node_apply_3x2", |b| {
+        b.iter_custom(|n| launches_then_sync(n, apply))
+    });
+    group.finish();
+
+    let after = cuda::kernel_stats();
+    assert_eq!(
+        after.compiles, before.compiles,
+        "a warm launch compiles nothing"
+    );
+    assert_eq!(
+        after.module_loads, before.module_loads,
+        "nor loads a module"
+    );
+    let per_call = |f: &dyn Fn()| median(11, || launches_then_sync(10_000, f) / 10_000);
+    println!(
+        "summary cuda_launch: host time per 3x2 MulAdd, warm: Array::mul_add {:?}, \
+         ElementwiseKernel::launch {:?}, FunctionNode apply {:?}",
+        per_call(&|| drop(array_op())),
+        per_call(&|| drop(launch())),
+        per_call(&|| drop(apply())),
+    );
+}
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "kusari-bench-cuda-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        ScratchDir(std::env::temp_dir().join(name))
+    }
+
+    fn cache(&self) -> BinaryCache {
+        BinaryCache::new(Some(self.0.clone()))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bench_compile(c: &mut Criterion) {
+    if !nvrtc_available() {
+        println!(
+            "SKIPPED nvrtc_compile: NVRTC cannot be loaded (pip install nvidia-cuda-nvrtc; \
+             put nvidia/cu13/lib on LD_LIBRARY_PATH)"
+        );
+        return;
+    }
+    // The device's architecture when there is one, else Hopper's (sm_90).
+    let (major, minor) = cuda::properties(0).map_or((9, 0), |p| p.1);
+    let target = target_for(major, minor);
+    let host = Array::zeros(&[3, 2], DType::F32);
+    let src = MulAdd::KERNELS[0]
+        .source_for(&[&host, &host, &host])
+        .expect("the kernel's source");
+    let compile = |cache: &BinaryCache| compile_binary_cached(&src, &target, cache).expect("NVRTC");
+
+    // The three paths, checked by the cache's counters before they are timed.
+    let warm = ScratchDir::new();
+    let cold_cache = warm.cache();
+    let (used, binary) = compile(&cold_cache);
+    let disk_cache = warm.cache();
+    compile(&disk_cache);
+    compile(&disk_cache);
+    assert_eq!(cold_cache.stats().compiles, 1);
+    assert_eq!(
+        (disk_cache.stats().disk_hits, disk_cache.stats().memory_hits),
+        (1, 1)
+    );
+
+    let mut group = c.benchmark_group("nvrtc_compile");
+    group.bench_function("cold", |b| {
+        b.iter_batched_ref(
+            || {
+                let dir = ScratchDir::new();
+                let cache = dir.cache();
+                (dir, cache)
+            },
+            |(_, cache)| compile(cache),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("disk_hit", |b| {
+        b.iter_batched_ref(
+            || warm.cache(),
+            |cache| compile(cache),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("memory_hit", |b| b.iter(|| compile(&disk_cache)));
+    group.finish();
+
+    let cold = median(5, || {
+        let dir = ScratchDir::new();
+        let cache = dir.cache();
+        let t = Instant::now();
+        compile(&cache);
+        t.elapsed()
+    });
+    let disk = median(51, || {
+        let cache = warm.cache();
+        let t = Instant::now();
+        compile(&cache);
+        t.elapsed()
+    });
+    let memory = median(51, || {
+        let t = Instant::now();
+        compile(&disk_cache);
+        t.elapsed()
+    });
+    let (v_major, v_minor) = nvrtc_version().expect("NVRTC version");
+    println!(
+        "summary nvrtc_compile (NVRTC {v_major}.{v_minor}, {used}, {} bytes): cold {cold:?}, \
+         disk hit {disk:?}, memory hit {memory:?}",
+        binary.len()
+    );
+}
+
+criterion_group!(benches, bench_bandwidth, bench_launch, bench_compile);
+criterion_main!(benches);

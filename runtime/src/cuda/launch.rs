@@ -1,0 +1,465 @@
+//! Launching elementwise kernels: bind the placeholders, pick the variant (contiguous or
+//! strided, 32- or 64-bit indexing), compile it once (NVRTC through the on-disk binary cache),
+//! load it once per device (the upload cache), and launch it over the broadcast shape.
+//!
+//! A warm launch takes two read-locked map lookups and no string work: the parsed signature is
+//! memoised per kernel and the loaded function per (variant, device).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
+use cudarc::driver::{CudaFunction, CudaModule};
+use kusari_kernels::cache::CacheKey;
+use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::compile::{compile_binary_cached, global_cache, target_for, Target};
+use kusari_kernels::launch::{launch_config, UploadCache};
+use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
+
+use super::device::{device, driver_error, CudaDevice};
+use super::memory::CudaStorage;
+use crate::error::{Error, Result};
+use crate::kernel::{to_scalar_type, ElementwiseKernel};
+use crate::layout::{broadcast_shapes, Layout};
+use crate::storage::Storage;
+use crate::{Array, DType, Device};
+
+/// A kernel's identity for the memo tables: its strings' addresses and lengths. Two kernels with
+/// the same addresses are the same kernel; equal kernels at other addresses get their own entry
+/// and share the compiled binary through the binary cache, whose key is the source.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct KernelId([(usize, usize); 5]);
+
+impl KernelId {
+    fn of(k: &ElementwiseKernel) -> Self {
+        let id = |s: &str| (s.as_ptr() as usize, s.len());
+        KernelId([
+            id(k.name),
+            id(k.inputs),
+            id(k.outputs),
+            id(k.params),
+            id(k.body),
+        ])
+    }
+}
+
+/// What a launch needs to know about a kernel, beyond its strings.
+struct Parsed {
+    sig: ElementwiseSignature,
+    /// Loaded functions per variant.
+    variants: RwLock<HashMap<VariantKey, Arc<Loaded>>>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct VariantKey {
+    types: Vec<(char, DType)>,
+    indexing: Indexing,
+    width: IndexWidth,
+    ordinal: usize,
+}
+
+/// A kernel function loaded on a device (keeps its module alive).
+pub(crate) struct Loaded {
+    function: CudaFunction,
+    _module: Arc<CudaModule>,
+}
+
+// SAFETY: a loaded CUDA function is a handle the driver lets any thread launch once the
+// context is bound; it is never mutated.
+unsafe impl Send for Loaded {}
+// SAFETY: as above.
+unsafe impl Sync for Loaded {}
+
+impl Loaded {
+    /// Launches with `params` pointing at each kernel parameter's value.
+    ///
+    /// # Safety
+    /// `params` must match the kernel's parameter list in count, order and types, every device
+    /// pointer among them must be valid for what the kernel reaches, and the values must live
+    /// until this returns (the driver copies them at launch).
+    pub(crate) unsafe fn launch_raw(
+        &self,
+        dev: &CudaDevice,
+        grid: u32,
+        block: u32,
+        params: &mut [*mut c_void],
+        op: &str,
+    ) -> Result<()> {
+        dev.bind()?;
+        // SAFETY: the caller upholds the parameter contract; the stream belongs to `dev`,
+        // whose context is bound.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                self.function.cu_function(),
+                (grid, 1, 1),
+                (block, 1, 1),
+                0,
+                dev.stream.cu_stream(),
+                params,
+            )
+        }
+        .map_err(|e| driver_error(op, e))?;
+        LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Launches a kernel whose parameters are all 8-byte values (pointers and `long long`s).
+    pub(crate) fn launch(
+        &self,
+        dev: &CudaDevice,
+        grid: u32,
+        block: u32,
+        values: &mut [u64],
+        op: &str,
+    ) -> Result<()> {
+        let mut params: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|v| v as *mut u64 as *mut c_void)
+            .collect();
+        // SAFETY: the callers pass the parameter list of the kernels they generated.
+        unsafe { self.launch_raw(dev, grid, block, &mut params, op) }
+    }
+}
+
+fn parsed(kernel: &ElementwiseKernel) -> Result<Arc<Parsed>> {
+    static TABLE: OnceLock<RwLock<HashMap<KernelId, Arc<Parsed>>>> = OnceLock::new();
+    let table = TABLE.get_or_init(Default::default);
+    let id = KernelId::of(kernel);
+    if let Some(p) = table
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&id)
+    {
+        return Ok(p.clone());
+    }
+    let p = Arc::new(Parsed {
+        sig: kernel.signature()?,
+        variants: RwLock::default(),
+    });
+    table
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, p.clone());
+    Ok(p)
+}
+
+/// Modules loaded per (device, binary): a second kernel whose source is identical loads nothing.
+fn uploads() -> &'static UploadCache<usize, (Arc<CudaModule>, Target)> {
+    static UPLOADS: OnceLock<UploadCache<usize, (Arc<CudaModule>, Target)>> = OnceLock::new();
+    UPLOADS.get_or_init(UploadCache::default)
+}
+
+static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// Counters of the CUDA kernel machinery, for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Kernel binaries compiled by NVRTC in this process.
+    pub compiles: usize,
+    /// Binaries read from the on-disk cache.
+    pub disk_hits: usize,
+    /// Binaries found in the in-memory cache.
+    pub memory_hits: usize,
+    /// Modules loaded onto a device.
+    pub module_loads: usize,
+    /// Kernels launched (zero-size launches, which run nothing, are not counted).
+    pub launches: usize,
+}
+
+/// The counters since the process started.
+pub fn kernel_stats() -> KernelStats {
+    let c = global_cache().stats();
+    KernelStats {
+        compiles: c.compiles,
+        disk_hits: c.disk_hits,
+        memory_hits: c.memory_hits,
+        module_loads: uploads().stats().loads,
+        launches: LAUNCHES.load(Ordering::Relaxed),
+    }
+}
+
+/// Compiles (through the binary cache) and loads (through the upload cache) a generated kernel
+/// on `dev`. `op` names it in errors.
+pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> Result<Arc<Loaded>> {
+    let (major, minor) = dev.compute_capability;
+    let compile_err = |e: kusari_kernels::compile::CompileError| Error::KernelCompile {
+        kernel: op.to_string(),
+        message: e.to_string(),
+    };
+    let target = target_for(major, minor);
+    let key = CacheKey::new(&src.source, &[], (0, 0), &target.to_string());
+    let (module, _) = uploads()
+        .get_or_load(dev.ordinal, key, || {
+            let load = |target: Target| -> Result<(Arc<CudaModule>, Target)> {
+                let (used, binary) =
+                    compile_binary_cached(src, &target, global_cache()).map_err(compile_err)?;
+                dev.bind()?;
+                let what = format!("load kernel {} ({used}) on cuda:{}", src.entry, dev.ordinal);
+                let module = dev
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_binary(binary.to_vec()))
+                    .map_err(|e| driver_error(&what, e))?;
+                Ok((module, used))
+            };
+            // A driver older than NVRTC may refuse its cubin; PTX is then compiled by the driver.
+            load(target).or_else(|e| match target {
+                Target::Cubin { major, minor } => load(Target::Ptx { major, minor }).map_err(|_| e),
+                Target::Ptx { .. } => Err(e),
+            })
+        })?
+        .as_ref()
+        .clone();
+    let function = module.load_function(&src.entry).map_err(|e| {
+        driver_error(
+            &format!("find {} in its module on cuda:{}", src.entry, dev.ordinal),
+            e,
+        )
+    })?;
+    Ok(Arc::new(Loaded {
+        function,
+        _module: module,
+    }))
+}
+
+/// A scalar parameter's bytes in the kernel's parameter type.
+fn scalar_bytes(t: ScalarType, v: f64) -> u64 {
+    match t {
+        ScalarType::Bool => u64::from(v != 0.0),
+        ScalarType::Int32 => u64::from((v as i32) as u32),
+        ScalarType::Int64 => (v as i64) as u64,
+        ScalarType::Float16 => u64::from(half::f16::from_f64(v).to_bits()),
+        ScalarType::BFloat16 => u64::from(half::bf16::from_f64(v).to_bits()),
+        ScalarType::Float32 => u64::from((v as f32).to_bits()),
+        ScalarType::Float64 => v.to_bits(),
+    }
+}
+
+fn param_type(p: &kusari_kernels::Param, types: &[(char, DType)]) -> Result<ScalarType> {
+    match p.ty {
+        ParamType::Concrete(t) => Ok(t),
+        ParamType::Placeholder(c) => types
+            .iter()
+            .find(|(q, _)| *q == c)
+            .map(|(_, d)| to_scalar_type(*d))
+            .ok_or_else(|| Error::Msg(format!("type placeholder `{c}` is not bound"))),
+    }
+}
+
+fn cuda_storage(a: &Array) -> &CudaStorage {
+    match a.storage() {
+        Storage::Cuda(s) => s,
+        Storage::Cpu(_) => unreachable!("the caller checked that every input is on CUDA"),
+    }
+}
+
+/// Runs `kernel` over CUDA `inputs` broadcast together (or over `shape` when given), returning
+/// its outputs: new C-contiguous arrays of the loop's shape.
+pub(crate) fn launch(
+    kernel: &ElementwiseKernel,
+    inputs: &[&Array],
+    params: &[f64],
+    shape: Option<&[usize]>,
+) -> Result<Vec<Array>> {
+    let first = inputs.first().ok_or_else(|| Error::InputCount {
+        function: format!("kernel {}", kernel.name),
+        expected: 1,
+        actual: 0,
+    })?;
+    match first.device() {
+        Device::Cuda(ordinal) => launch_on(ordinal, kernel, inputs, params, shape),
+        Device::Cpu => Err(Error::DeviceMismatch {
+            op: format!("kernel {}", kernel.name),
+            lhs: Device::Cpu,
+            rhs: Device::Cuda(0),
+        }),
+    }
+}
+
+/// [`launch`] on `cuda:ordinal`, where every input must be; a kernel without array inputs needs
+/// `shape`.
+pub(crate) fn launch_on(
+    ordinal: usize,
+    kernel: &ElementwiseKernel,
+    inputs: &[&Array],
+    params: &[f64],
+    shape: Option<&[usize]>,
+) -> Result<Vec<Array>> {
+    let label = || format!("kernel {}", kernel.name);
+    let parsed = parsed(kernel)?;
+    let sig = &parsed.sig;
+    if let Some(other) = inputs.iter().find(|a| a.device() != Device::Cuda(ordinal)) {
+        return Err(Error::DeviceMismatch {
+            op: label(),
+            lhs: Device::Cuda(ordinal),
+            rhs: other.device(),
+        });
+    }
+    if params.len() != sig.params.len() {
+        return Err(Error::Msg(format!(
+            "{}: {} scalar parameter(s) given, the signature declares {}",
+            label(),
+            params.len(),
+            sig.params.len()
+        )));
+    }
+    let types = kernel.bind_parsed(sig, inputs)?;
+
+    // `raw` inputs are indexed by the body as flat C-order arrays.
+    let mut owned: Vec<Array> = Vec::new();
+    let mut args: Vec<&Array> = Vec::with_capacity(inputs.len());
+    for (p, a) in sig.inputs.iter().zip(inputs) {
+        if p.raw && !a.is_contiguous() {
+            owned.push(a.contiguous()?);
+        }
+    }
+    let mut next_owned = owned.iter();
+    for (p, a) in sig.inputs.iter().zip(inputs) {
+        if p.raw && !a.is_contiguous() {
+            args.push(
+                next_owned
+                    .next()
+                    .expect("one copy per non-contiguous raw input"),
+            );
+        } else {
+            args.push(a);
+        }
+    }
+
+    let loop_shape: Vec<usize> = match shape {
+        Some(s) => s.to_vec(),
+        None => {
+            let mut s: Vec<usize> = Vec::new();
+            for (p, a) in sig.inputs.iter().zip(&args) {
+                if !p.raw {
+                    s = broadcast_shapes("ElementwiseKernel", &s, a.shape())?;
+                }
+            }
+            s
+        }
+    };
+    let n: usize = loop_shape.iter().product();
+    let looped: Vec<&Array> = sig
+        .inputs
+        .iter()
+        .zip(&args)
+        .filter(|(p, _)| !p.raw)
+        .map(|(_, a)| *a)
+        .collect();
+    let contiguous = looped
+        .iter()
+        .all(|a| a.shape() == loop_shape.as_slice() && a.is_contiguous());
+    let indexing = if contiguous {
+        Indexing::Contiguous
+    } else {
+        Indexing::Strided {
+            ndim: loop_shape.len(),
+        }
+    };
+    let width = IndexWidth::for_len(n);
+
+    let dev = device(ordinal, &label())?;
+    let mut outputs = Vec::with_capacity(sig.outputs.len());
+    for p in &sig.outputs {
+        let dtype = crate::kernel::to_dtype(param_type(p, &types)?);
+        let storage = CudaStorage::alloc(&dev, n, dtype)?;
+        outputs.push(Array::from_storage(
+            Storage::Cuda(storage),
+            Layout::contiguous(&loop_shape),
+        ));
+    }
+    let Some((grid, block)) = launch_config(n, dev.sm_count) else {
+        return Ok(outputs);
+    };
+
+    let key = VariantKey {
+        types,
+        indexing,
+        width,
+        ordinal,
+    };
+    let cached = parsed
+        .variants
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .cloned();
+    let loaded = match cached {
+        Some(l) => l,
+        None => {
+            let scalar_types: Vec<(char, ScalarType)> = key
+                .types
+                .iter()
+                .map(|(c, d)| (*c, to_scalar_type(*d)))
+                .collect();
+            let src = generate(
+                kernel.name,
+                sig,
+                kernel.body,
+                &scalar_types,
+                indexing,
+                width,
+            )
+            .map_err(Error::Msg)?;
+            let l = launch_source(&dev, kernel.name, &src)?;
+            parsed
+                .variants
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.clone(), l.clone());
+            l
+        }
+    };
+
+    // Argument values, in the kernel's parameter order; the pointers handed to the driver point
+    // into these vectors, which are not resized after being filled.
+    let mut values: Vec<u64> = Vec::with_capacity(args.len() + outputs.len() + params.len() + 1);
+    for a in &args {
+        values.push(cuda_storage(a).ptr_at(a.layout().offset()));
+    }
+    for o in &outputs {
+        values.push(cuda_storage(o).ptr_at(0));
+    }
+    for (p, &v) in sig.params.iter().zip(params) {
+        values.push(scalar_bytes(param_type(p, &key.types)?, v));
+    }
+    // `n` is `unsigned int` (I32) or `long long` (I64); both read from the slot's first bytes.
+    values.push(n as u64);
+    let mut layout_struct: Vec<i64> = Vec::new();
+    if let Indexing::Strided { ndim } = indexing {
+        let nd = ndim.max(1);
+        layout_struct.extend(loop_shape.iter().map(|&d| d as i64));
+        layout_struct.resize(nd, 1);
+        let strides_of = |a: &Array| -> Result<Vec<i64>> {
+            let b = a.layout().broadcast_to(&loop_shape, "ElementwiseKernel")?;
+            let mut s: Vec<i64> = b.strides().iter().map(|&s| s as i64).collect();
+            s.resize(nd, 0);
+            Ok(s)
+        };
+        for a in &looped {
+            layout_struct.extend(strides_of(a)?);
+        }
+        for (p, o) in sig.outputs.iter().zip(&outputs) {
+            if !p.raw {
+                layout_struct.extend(strides_of(o)?);
+            }
+        }
+        if looped.is_empty() && sig.outputs.iter().all(|p| p.raw) {
+            layout_struct.resize(2 * nd, 0);
+        }
+    }
+    let mut kernel_params: Vec<*mut c_void> = Vec::with_capacity(values.len() + 1);
+    for v in values.iter_mut() {
+        kernel_params.push(v as *mut u64 as *mut c_void);
+    }
+    if !layout_struct.is_empty() {
+        kernel_params.push(layout_struct.as_mut_ptr() as *mut c_void);
+    }
+    // SAFETY: the function was compiled from the signature these parameters follow: one device
+    // pointer per array (inputs, then outputs, each valid for the elements the loop reaches),
+    // one value per scalar parameter in its declared type (little-endian, so the first bytes of
+    // each u64 slot hold narrower types), the element count, and for the strided variant the
+    // layout struct (`long long shape[nd]; long long strides[k][nd]`).
+    unsafe { loaded.launch_raw(&dev, grid, block, &mut kernel_params, &label()) }?;
+    Ok(outputs)
+}

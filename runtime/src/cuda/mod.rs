@@ -1,0 +1,33 @@
+//! The CUDA backend (feature `cuda`, on by default): device buffers, elementwise kernels compiled
+//! with NVRTC and cached on disk and per device, reductions and cuBLAS matrix products.
+//!
+//! Nothing here needs CUDA at build time: the driver, NVRTC and cuBLAS are loaded when first
+//! used. A machine without a driver gets [`Error::CudaUnavailable`](crate::Error) from every
+//! CUDA entry point, never a panic.
+//!
+//! ```
+//! use kusari::{cuda, Array, Device, DType};
+//! let x = Array::ones(&[3], DType::F32);
+//! match x.to_device(Device::Cuda(0)) {
+//!     Ok(g) => assert_eq!((&g * 2.0).unwrap().to_vec::<f32>().unwrap(), vec![2.0; 3]),
+//!     Err(e) => {
+//!         assert!(!cuda::is_available());
+//!         println!("no GPU: {e}");
+//!     }
+//! }
+//! ```
+
+mod device;
+mod launch;
+mod memory;
+mod ops;
+
+pub use device::{device_count, is_available, properties, synchronize, unavailable_reason};
+pub use launch::{kernel_stats, KernelStats};
+
+pub(crate) use device::check as check_device;
+pub(crate) use launch::launch;
+pub(crate) use memory::CudaStorage;
+pub(crate) use ops::{astype, contiguous, full, matmul, reduce, to_device, to_host};
+
+pub use crate::fallback::host_fallback_count;
