@@ -40,7 +40,7 @@ impl FunctionNode for MulAdd {
 }
 
 /// The thin wrapper that hides the node: every function in `kusari::functions` looks like this.
-fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
+pub fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
     Ok(MulAdd.apply(&[x, y, z])?.remove(0))
 }
 

@@ -28,7 +28,7 @@ impl Function for MulAdd {
     }
 }
 
-fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
+pub fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
     Ok(MulAdd.call(&[x, y, z])?.remove(0))
 }
 

@@ -260,6 +260,103 @@ pub enum Error {
     /// An error raised by user code, with its context.
     #[error("{0}")]
     Msg(String),
+    /// [`gradient_check`](crate::gradient_check): backward's gradient projected on a random
+    /// direction differs from the finite-difference directional derivative.
+    #[error(
+        "{op}: backward and finite differences disagree on the directional derivative: backward gives {backward}, finite differences give {numerical} (|difference| {difference:e} > tolerance {tolerance:e} = atol {atol:e} + rtol {rtol:e} * |backward|; eps {eps:e}, numerical side in {dtype})\n  inputs: {inputs}\n  direction: {direction}",
+        difference = (.backward - .numerical).abs(),
+        tolerance = .atol + .rtol * .backward.abs(),
+        dtype = .numerical_dtype.map_or_else(|| "each input's own dtype".to_string(), |d| d.to_string()),
+    )]
+    GradientCheck {
+        /// `"check_backward"` or `"check_double_backward"`.
+        op: &'static str,
+        /// `Σ <grad, direction>` from backward.
+        backward: f64,
+        /// `(L(x + eps d) - L(x - eps d)) / 2 eps`.
+        numerical: f64,
+        /// Absolute tolerance.
+        atol: f64,
+        /// Relative tolerance (of `|backward|`).
+        rtol: f64,
+        /// Finite-difference step.
+        eps: f64,
+        /// The dtype the inputs were cast to for the finite differences (`None`: their own).
+        numerical_dtype: Option<DType>,
+        /// The inputs' and parameters' dtypes and shapes.
+        inputs: String,
+        /// The first entries of the direction, per differentiated variable.
+        direction: String,
+    },
+    /// [`gradient_check`](crate::gradient_check): finite differences sampled a point where the
+    /// function is not differentiable (a kink, a jump, or finite values next to non-finite ones).
+    #[error("{op}: the function is not differentiable at {point}: output {output} at {output_index:?} {reason} (samples at -2eps, -eps, 0, eps, 2eps: {samples:?}); move the inputs away from kinks and discontinuities")]
+    NonDifferentiable {
+        /// `"numerical_grad"`, `"check_backward"` or `"check_double_backward"`.
+        op: &'static str,
+        /// Where: the input element perturbed and its value, or the check's direction.
+        point: String,
+        /// The output that gave it away.
+        output: usize,
+        /// The element of that output.
+        output_index: Vec<usize>,
+        /// Why, with the numbers.
+        reason: String,
+        /// The output element at the five sampled points.
+        samples: Vec<f64>,
+    },
+    /// [`gradient_check`](crate::gradient_check): an input that must get no gradient (an integer
+    /// input, or one marked in `no_grads`) got one from backward.
+    #[error("{op}: inputs[{input}] ({dtype}{shape:?}) must get no gradient (integer inputs never do; others are marked in no_grads), but backward returned one for it")]
+    UnexpectedGradient {
+        /// `"check_backward"` or `"check_double_backward"`.
+        op: &'static str,
+        /// The input's index.
+        input: usize,
+        /// Its dtype.
+        dtype: DType,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// [`gradient_check`](crate::gradient_check) called with inconsistent arguments or options,
+    /// or with a function that returns different outputs from one call to the next.
+    #[error("{op}: {msg}")]
+    CheckArguments {
+        /// The checking function.
+        op: &'static str,
+        /// What is wrong, with the shapes and dtypes.
+        msg: String,
+    },
+    /// [`gradient_check`](crate::gradient_check): the checked function failed on the inputs the
+    /// finite differences gave it (cast to the numerical side's dtype and perturbed).
+    #[error("{op}: the function failed {stage}: {source}")]
+    CheckFunction {
+        /// The checking function.
+        op: &'static str,
+        /// On which inputs.
+        stage: String,
+        /// Its error.
+        source: Box<Error>,
+    },
+    /// [`gradient_check::assert_allclose`](crate::gradient_check::assert_allclose): elements
+    /// that differ by more than `atol + rtol * |expected|`.
+    #[error("assert_allclose: {failed} of {total} element(s) differ (shape {shape:?}, {dtypes}; tolerance atol {atol:e} + rtol {rtol:e} * |expected|); worst:{worst}")]
+    NotClose {
+        /// Elements out of tolerance.
+        failed: usize,
+        /// All elements.
+        total: usize,
+        /// The arrays' shape.
+        shape: Vec<usize>,
+        /// `"actual dtype vs expected dtype"`.
+        dtypes: String,
+        /// Absolute tolerance.
+        atol: f64,
+        /// Relative tolerance.
+        rtol: f64,
+        /// Up to five worst elements, one a line: index, actual, expected, |diff| and tolerance.
+        worst: String,
+    },
 }
 
 impl Error {

@@ -29,6 +29,7 @@ mod fallback;
 mod function;
 mod function_node;
 pub mod functions;
+pub mod gradient_check;
 mod kernel;
 mod layout;
 #[doc(hidden)]
@@ -38,6 +39,7 @@ mod ops_macros;
 pub mod prelude;
 pub mod random;
 mod storage;
+pub mod testing;
 mod variable;
 
 pub use array::{Array, WeakArray};

@@ -5,6 +5,7 @@ pub use crate::config::{no_backprop_mode, using_train};
 pub use crate::function::Function;
 pub use crate::function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
 pub use crate::functions as F;
+pub use crate::gradient_check;
 pub use crate::random::Rng;
 pub use crate::{Array, DType, Device, Error, Result, Variable};
 pub use kusari_macros::function_node;

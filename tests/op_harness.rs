@@ -1,0 +1,402 @@
+//! Built-in functions and example ops tested with the declarative harness (`kusari::op_tests!`):
+//! forward against an independent ndarray computation, inputs unchanged, backward and double
+//! backward by finite differences, on every device present, in float32 and float64, with
+//! contiguous, transposed and negative-stride inputs.
+
+use kusari::prelude::*;
+use kusari::testing::OpTest;
+use ndarray::{ArrayD, Axis, Ix2, IxDyn};
+
+#[allow(dead_code, unused_imports)]
+#[path = "../examples/04_muladd_kernel.rs"]
+mod muladd_kernel;
+
+fn uniform(shape: &'static [usize], low: f64, high: f64) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
+    move |rng, dtype| vec![Array::uniform(shape, low, high, dtype, rng)]
+}
+
+fn two(a: &'static [usize], b: &'static [usize]) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
+    move |rng, dtype| {
+        vec![
+            Array::uniform(a, -1.0, 1.0, dtype, rng),
+            Array::uniform(b, -1.0, 1.0, dtype, rng),
+        ]
+    }
+}
+
+/// True when two elements of `x` are closer than `gap` (a max or maximum tie).
+fn near_tie(x: &ArrayD<f64>, gap: f64) -> bool {
+    let v: Vec<f64> = x.iter().copied().collect();
+    v.iter()
+        .enumerate()
+        .any(|(i, a)| v[i + 1..].iter().any(|b| (a - b).abs() < gap))
+}
+
+kusari::op_tests!(exp => OpTest::new("exp", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::exp(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::exp)]));
+
+kusari::op_tests!(log => OpTest::new("log", uniform(&[3, 4], 0.5, 2.0))
+    .forward(|x| F::log(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::ln)]));
+
+kusari::op_tests!(sqrt => OpTest::new("sqrt", uniform(&[3, 4], 0.5, 2.0))
+    .forward(|x| F::sqrt(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::sqrt)]));
+
+kusari::op_tests!(tanh => OpTest::new("tanh", uniform(&[3, 4], -2.0, 2.0))
+    .forward(|x| F::tanh(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::tanh)]));
+
+kusari::op_tests!(sigmoid => OpTest::new("sigmoid", uniform(&[3, 4], -3.0, 3.0))
+    .forward(|x| F::sigmoid(&x[0]))
+    .expected(|x| vec![x[0].mapv(|v| 1.0 / (1.0 + (-v).exp()))]));
+
+kusari::op_tests!(relu => OpTest::new("relu", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::relu(&x[0]))
+    .expected(|x| vec![x[0].mapv(|v| v.max(0.0))])
+    .avoid(|x| x[0].iter().any(|v| v.abs() < 0.02)));
+
+kusari::op_tests!(neg => OpTest::new("neg", uniform(&[2, 3], -1.0, 1.0))
+    .forward(|x| F::neg(&x[0]))
+    .expected(|x| vec![x[0].mapv(|v| -v)]));
+
+kusari::op_tests!(mul_broadcast => OpTest::new("mul", two(&[3, 4], &[4]))
+    .forward(|x| F::mul(&x[0], &x[1]))
+    .expected(|x| vec![&x[0] * &x[1]]));
+
+kusari::op_tests!(add_broadcast => OpTest::new("add", two(&[3, 1], &[1, 4]))
+    .forward(|x| F::add(&x[0], &x[1]))
+    .expected(|x| vec![&x[0] + &x[1]]));
+
+kusari::op_tests!(sub => OpTest::new("sub", two(&[2, 3], &[2, 3]))
+    .forward(|x| F::sub(&x[0], &x[1]))
+    .expected(|x| vec![&x[0] - &x[1]]));
+
+kusari::op_tests!(div => OpTest::new("div", |rng, dtype| vec![
+        Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng),
+        Array::uniform(&[2, 3], 0.5, 2.0, dtype, rng),
+    ])
+    .forward(|x| F::div(&x[0], &x[1]))
+    .expected(|x| vec![&x[0] / &x[1]]));
+
+kusari::op_tests!(pow => OpTest::new("pow", |rng, dtype| vec![
+        Array::uniform(&[2, 3], 0.5, 2.0, dtype, rng),
+        Array::uniform(&[2, 3], -1.0, 2.0, dtype, rng),
+    ])
+    .forward(|x| F::pow(&x[0], &x[1]))
+    .expected(|x| vec![ndarray::Zip::from(&x[0]).and(&x[1]).map_collect(|a, b| a.powf(*b))]));
+
+kusari::op_tests!(pow_scalar => OpTest::new("pow_scalar", uniform(&[2, 3], 0.5, 2.0))
+    .forward(|x| F::pow_scalar(&x[0], 3.0))
+    .expected(|x| vec![x[0].mapv(|v| v.powi(3))]));
+
+kusari::op_tests!(maximum => OpTest::new("maximum", two(&[2, 3], &[2, 3]))
+    .forward(|x| F::maximum(&x[0], &x[1]))
+    .expected(|x| vec![ndarray::Zip::from(&x[0]).and(&x[1]).map_collect(|a, b| a.max(*b))])
+    .avoid(|x| (&x[0] - &x[1]).iter().any(|d| d.abs() < 0.02)));
+
+kusari::op_tests!(matmul => OpTest::new("matmul", two(&[2, 3], &[3, 4]))
+.forward(|x| F::matmul(&x[0], &x[1]))
+.expected(|x| {
+    let a = x[0].clone().into_dimensionality::<Ix2>().expect("2-D");
+    let b = x[1].clone().into_dimensionality::<Ix2>().expect("2-D");
+    vec![a.dot(&b).into_dyn()]
+}));
+
+kusari::op_tests!(linear => OpTest::new("linear", |rng, dtype| vec![
+    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng),
+    Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng),
+    Array::uniform(&[4], -1.0, 1.0, dtype, rng),
+])
+.forward(|x| F::linear(&x[0], &x[1], Some(&x[2])))
+.expected(|x| {
+    let a = x[0].clone().into_dimensionality::<Ix2>().expect("2-D");
+    let w = x[1].clone().into_dimensionality::<Ix2>().expect("2-D");
+    vec![(a.dot(&w.t()) + &x[2]).into_dyn()]
+}));
+
+kusari::op_tests!(sum_axes => OpTest::new("sum_axes", uniform(&[2, 3, 4], -1.0, 1.0))
+    .forward(|x| F::sum_axes(&x[0], Some(&[1]), true))
+    .expected(|x| vec![x[0].sum_axis(Axis(1)).insert_axis(Axis(1))]));
+
+kusari::op_tests!(mean => OpTest::new("mean", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::mean(&x[0], Some(&[0]), false))
+    .expected(|x| vec![x[0].mean_axis(Axis(0)).expect("non-empty")]));
+
+kusari::op_tests!(max => OpTest::new("max", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::max(&x[0], Some(&[1]), false))
+    .expected(|x| vec![x[0].map_axis(Axis(1), |r| r.fold(f64::MIN, |m, &v| m.max(v)))])
+    .avoid(|x| near_tie(&x[0], 0.02)));
+
+kusari::op_tests!(transpose => OpTest::new("transpose", uniform(&[2, 3, 4], -1.0, 1.0))
+    .forward(|x| F::transpose(&x[0], Some(&[2, 0, 1])))
+    .expected(|x| vec![x[0].clone().permuted_axes(IxDyn(&[2, 0, 1])).as_standard_layout().to_owned()]));
+
+kusari::op_tests!(reshape => OpTest::new("reshape", uniform(&[2, 3, 4], -1.0, 1.0))
+    .forward(|x| F::reshape(&x[0], &[6, 4]))
+    .expected(|x| vec![x[0].as_standard_layout().into_shape_with_order(IxDyn(&[6, 4])).expect("same size").to_owned()]));
+
+kusari::op_tests!(broadcast_to => OpTest::new("broadcast_to", uniform(&[3, 1], -1.0, 1.0))
+    .forward(|x| F::broadcast_to(&x[0], &[2, 3, 4]))
+    .expected(|x| vec![x[0].broadcast(IxDyn(&[2, 3, 4])).expect("broadcastable").to_owned()]));
+
+kusari::op_tests!(softmax => OpTest::new("softmax", uniform(&[3, 4], -2.0, 2.0))
+.forward(|x| F::softmax(&x[0], 1))
+.expected(|x| {
+    let e = x[0].mapv(f64::exp);
+    let s = e.sum_axis(Axis(1)).insert_axis(Axis(1));
+    vec![&e / &s]
+}));
+
+kusari::op_tests!(log_softmax => OpTest::new("log_softmax", uniform(&[3, 4], -2.0, 2.0))
+.forward(|x| F::log_softmax(&x[0], 1))
+.expected(|x| {
+    let s = x[0].mapv(f64::exp).sum_axis(Axis(1)).mapv(f64::ln).insert_axis(Axis(1));
+    vec![&x[0] - &s]
+}));
+
+kusari::op_tests!(softmax_cross_entropy => OpTest::new("softmax_cross_entropy", |rng, dtype| vec![
+    Array::uniform(&[4, 3], -2.0, 2.0, dtype, rng),
+    Array::from_vec(vec![0i64, 2, -1, 1], &[4]).expect("4 labels"),
+])
+.forward(|x| F::softmax_cross_entropy(&x[0], x[1].array()))
+.expected(|x| {
+    // Mean over the rows whose label is not -1 of -log softmax(x)[t].
+    let (mut total, mut count) = (0.0, 0.0);
+    for (row, &t) in x[0].outer_iter().zip(x[1].iter()) {
+        if t >= 0.0 {
+            let lse = row.mapv(f64::exp).sum().ln();
+            total += lse - row[t as usize];
+            count += 1.0;
+        }
+    }
+    vec![ndarray::arr0(total / count).into_dyn()]
+}));
+
+kusari::op_tests!(muladd_example => OpTest::new("MulAdd", |rng, dtype| vec![
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng),
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng),
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng),
+    ])
+    .forward(|x| muladd_kernel::mul_add(&x[0], &x[1], &x[2]))
+    .expected(|x| vec![&x[0] * &x[1] + &x[2]]));
+
+/// The harness fails an op whose backward is wrong, naming the op and the case.
+#[test]
+fn the_harness_catches_a_wrong_backward() {
+    struct Twice;
+    #[function_node]
+    impl Twice {
+        fn forward(&self, x: &Array) -> Result<Array> {
+            x * 2.0
+        }
+        // Wrong: the gradient of 2x is 2 gy.
+        fn backward(&self, gy: &Variable) -> Result<Variable> {
+            F::mul_scalar(gy, 3.0)
+        }
+    }
+    let case = OpTest::new("twice", uniform(&[2, 3], -1.0, 1.0))
+        .forward(|x| twice(&x[0]))
+        .expected(|x| vec![x[0].mapv(|v| 2.0 * v)]);
+    case.check_forward().expect("the forward is right");
+    let err = case
+        .check_backward()
+        .expect_err("the backward is wrong")
+        .to_string();
+    assert!(err.contains("twice on native:0"), "{err}");
+}
+
+/// An `avoid` that rejects every draw ends after a bounded number of tries, with an error.
+#[test]
+fn resampling_is_bounded() {
+    let case = OpTest::new("never", uniform(&[2], -1.0, 1.0))
+        .forward(|x| F::relu(&x[0]))
+        .expected(|x| vec![x[0].mapv(|v| v.max(0.0))])
+        .avoid(|_| true);
+    let err = case
+        .check_forward()
+        .expect_err("no draw is accepted")
+        .to_string();
+    assert!(err.contains("draws of the inputs"), "{err}");
+}
+
+// ----- the scalar forms, shapes and reductions -----
+
+macro_rules! scalar_op {
+    ($name:ident, $f:path, $c:expr, $low:expr, |$v:ident| $e:expr) => {
+        kusari::op_tests!($name => OpTest::new(stringify!($name), uniform(&[2, 3], $low, 2.0))
+            .forward(|x| $f(&x[0], $c))
+            .expected(|x| vec![x[0].mapv(|$v| $e)]));
+    };
+}
+scalar_op!(add_scalar, F::add_scalar, 1.5, -1.0, |v| v + 1.5);
+scalar_op!(sub_scalar, F::sub_scalar, 1.5, -1.0, |v| v - 1.5);
+scalar_op!(rsub_scalar, F::rsub_scalar, 1.5, -1.0, |v| 1.5 - v);
+scalar_op!(mul_scalar, F::mul_scalar, -2.5, -1.0, |v| -2.5 * v);
+scalar_op!(div_scalar, F::div_scalar, 4.0, -1.0, |v| v / 4.0);
+scalar_op!(rdiv_scalar, F::rdiv_scalar, 3.0, 0.5, |v| 3.0 / v);
+
+kusari::op_tests!(where_ => OpTest::new("where_", two(&[2, 3], &[2, 3]))
+.forward(|x| {
+    let cond = Array::from_vec(vec![true, false, true, false, false, true], &[2, 3])?
+        .to_device(x[0].device())?;
+    F::where_(&cond, &x[0], &x[1])
+})
+.expected(|x| {
+    let cond = [true, false, true, false, false, true];
+    let v: Vec<f64> = x[0]
+        .iter()
+        .zip(x[1].iter())
+        .zip(cond)
+        .map(|((a, b), c)| if c { *a } else { *b })
+        .collect();
+    vec![ArrayD::from_shape_vec(IxDyn(&[2, 3]), v).expect("6 values")]
+}));
+
+kusari::op_tests!(astype => OpTest::new("astype", uniform(&[2, 3], -1.0, 1.0))
+    .forward(|x| F::astype(&x[0], DType::F64))
+    .expected(|x| vec![x[0].clone()]));
+
+kusari::op_tests!(expand_dims => OpTest::new("expand_dims", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::expand_dims(&x[0], 1))
+    .expected(|x| vec![x[0].clone().insert_axis(Axis(1))]));
+
+kusari::op_tests!(squeeze => OpTest::new("squeeze", uniform(&[3, 1, 4], -1.0, 1.0))
+    .forward(|x| F::squeeze(&x[0], None))
+    .expected(|x| vec![x[0].clone().remove_axis(Axis(1))]));
+
+kusari::op_tests!(sum_to => OpTest::new("sum_to", uniform(&[2, 3, 4], -1.0, 1.0))
+    .forward(|x| F::sum_to(&x[0], &[3, 1]))
+    .expected(|x| vec![x[0].sum_axis(Axis(0)).sum_axis(Axis(1)).insert_axis(Axis(1))]));
+
+kusari::op_tests!(sum => OpTest::new("sum", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::sum(&x[0]))
+    .expected(|x| vec![ndarray::arr0(x[0].sum()).into_dyn()]));
+
+kusari::op_tests!(min => OpTest::new("min", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::min(&x[0], Some(&[0]), true))
+    .expected(|x| vec![x[0].map_axis(Axis(0), |r| r.fold(f64::MAX, |m, &v| m.min(v))).insert_axis(Axis(0))])
+    .avoid(|x| near_tie(&x[0], 0.02)));
+
+kusari::op_tests!(select_item => OpTest::new("select_item", |rng, dtype| vec![
+        Array::uniform(&[3, 4], -1.0, 1.0, dtype, rng),
+        Array::from_vec(vec![3i32, -1, 0], &[3]).expect("3 labels"),
+    ])
+    .forward(|x| F::select_item(&x[0], x[1].array()))
+    .expected(|x| vec![ArrayD::from_shape_vec(
+        IxDyn(&[3]),
+        x[0].outer_iter().zip(x[1].iter()).map(|(row, &t)| if t < 0.0 { 0.0 } else { row[t as usize] }).collect(),
+    ).expect("3 values")]));
+
+/// The mask `dropout` draws after `random::seed(seed)`, as an independent loop computes it.
+fn dropout_expected(x: &ArrayD<f64>, ratio: f64, seed: u64) -> ArrayD<f64> {
+    let mut rng = Rng::seed(seed);
+    let u = Array::uniform(x.shape(), 0.0, 1.0, DType::F64, &mut rng)
+        .to_f64_vec()
+        .expect("host");
+    let scaled: Vec<f64> = x
+        .iter()
+        .zip(u)
+        .map(|(v, u)| if u >= ratio { v / (1.0 - ratio) } else { 0.0 })
+        .collect();
+    ArrayD::from_shape_vec(x.raw_dim(), scaled).expect("same size")
+}
+
+kusari::op_tests!(dropout => OpTest::new("dropout", uniform(&[4, 5], -1.0, 1.0))
+    .forward(|x| {
+        kusari::random::seed(11);
+        F::dropout(&x[0], 0.4)
+    })
+    .expected(|x| vec![dropout_expected(&x[0], 0.4, 11)]));
+
+// ----- the example ops -----
+
+#[allow(dead_code)]
+#[path = "../examples/05_dropout_train_test.rs"]
+mod dropout_example;
+#[allow(dead_code)]
+#[path = "../examples/03_expadd.rs"]
+mod expadd;
+#[allow(dead_code)]
+#[path = "../examples/06_linear.rs"]
+mod linear_example;
+#[allow(dead_code)]
+#[path = "../examples/07_muladd_by_hand.rs"]
+mod muladd_by_hand;
+#[allow(dead_code)]
+#[path = "../examples/01_muladd.rs"]
+mod muladd_cpu_gpu;
+#[allow(dead_code, unused_imports)]
+#[path = "../examples/10_muladd_kernel_float32.rs"]
+mod muladd_kernel_float32;
+#[allow(dead_code)]
+#[path = "../examples/02_muladd_unified.rs"]
+mod muladd_unified;
+#[allow(dead_code)]
+#[path = "../examples/08_old_style.rs"]
+mod old_style;
+
+fn three(shape: &'static [usize]) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
+    move |rng, dtype| {
+        (0..3)
+            .map(|_| Array::uniform(shape, -1.0, 1.0, dtype, rng))
+            .collect()
+    }
+}
+
+fn muladd_expected(x: &[ArrayD<f64>]) -> Vec<ArrayD<f64>> {
+    vec![&x[0] * &x[1] + &x[2]]
+}
+
+kusari::op_tests!(example_01_muladd => OpTest::new("01 MulAdd", three(&[3, 2]))
+    .forward(|x| muladd_cpu_gpu::mul_add(&x[0], &x[1], &x[2]))
+    .expected(muladd_expected));
+
+kusari::op_tests!(example_02_muladd => OpTest::new("02 MulAdd", three(&[3, 2]))
+    .forward(|x| muladd_unified::mul_add(&x[0], &x[1], &x[2]))
+    .expected(muladd_expected));
+
+kusari::op_tests!(example_03_expadd => OpTest::new("03 ExpAdd", two(&[3, 2], &[3, 2]))
+    .forward(|x| expadd::exp_add(&x[0], &x[1]))
+    .expected(|x| vec![x[0].mapv(f64::exp) + x[1].mapv(f64::exp)]));
+
+kusari::op_tests!(example_04_muladd_grad => OpTest::new("04 MulAddGrad", three(&[3, 2]))
+    .forward(|x| muladd_kernel::mul_add_grad(&x[0], &x[1], &x[2]).map(|(a, b)| vec![a, b]))
+    .expected(|x| vec![&x[1] * &x[2], &x[0] * &x[2]]));
+
+kusari::op_tests!(example_05_dropout => OpTest::new("05 Dropout", uniform(&[4, 5], -1.0, 1.0))
+    .forward(|x| {
+        kusari::random::seed(5);
+        dropout_example::dropout_always(&x[0], 0.25)
+    })
+    .expected(|x| vec![dropout_expected(&x[0], 0.25, 5)]));
+
+kusari::op_tests!(example_06_linear => OpTest::new("06 LinearFunction", |rng, dtype| vec![
+    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng),
+    Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng),
+    Array::uniform(&[4], -1.0, 1.0, dtype, rng),
+])
+.forward(|x| linear_example::linear(&x[0], &x[1], &x[2]))
+.expected(|x| {
+    let a = x[0].clone().into_dimensionality::<Ix2>().expect("2-D");
+    let w = x[1].clone().into_dimensionality::<Ix2>().expect("2-D");
+    vec![(a.dot(&w.t()) + &x[2]).into_dyn()]
+}));
+
+kusari::op_tests!(example_07_muladd_by_hand => OpTest::new("07 MulAdd", three(&[3, 2]))
+    .forward(|x| muladd_by_hand::muladd(&x[0], &x[1], &x[2]))
+    .expected(muladd_expected));
+
+// Old-style functions have no second order (DoubleBackwardUnsupported, tested in graph.rs).
+kusari::op_tests!(example_08_old_style => OpTest::new("08 MulAdd", three(&[3, 2]))
+    .forward(|x| old_style::muladd(&x[0], &x[1], &x[2]))
+    .expected(muladd_expected)
+    .no_double_backward());
+
+// The float32 kernels take float32 only; their gradient op is declared non-differentiable.
+kusari::op_tests!(example_10_muladd_float32 => OpTest::new("10 MulAdd", three(&[3, 2]))
+    .forward(|x| muladd_kernel_float32::mul_add(&x[0], &x[1], &x[2]))
+    .expected(muladd_expected)
+    .dtypes(&[DType::F32])
+    .no_double_backward());
