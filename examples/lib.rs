@@ -1,9 +1,14 @@
 //! The tutorial "Define your own function", written with kusari: one example per concept,
 //! run with `cargo run --example <name>` (see this package's `Cargo.toml` for the list).
 //!
-//! This library holds the one helper the examples share: comparing arrays within a tolerance.
+//! This library holds what the examples share: comparing arrays within a tolerance, and for the
+//! training example, the handwritten-digits data set, a progress bar over epochs and a loss plot.
 
-use kusari::{Array, Result};
+use std::path::Path;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use kusari::random::Rng;
+use kusari::{Array, Error, Result};
 
 /// Whether `actual` and `expected` have one shape and agree elementwise within
 /// `tol * (1 + |expected|)`, whatever their dtypes.
@@ -21,6 +26,177 @@ pub fn allclose(actual: &Array, expected: &Array, tol: f64) -> Result<bool> {
         && a.iter()
             .zip(&e)
             .all(|(a, e)| (a - e).abs() <= tol * (1.0 + e.abs())))
+}
+
+/// The UCI "Optical Recognition of Handwritten Digits" test set as scikit-learn ships it
+/// (`data/digits.csv`; source and licence in `data/README.md`): 1797 images of 8×8 pixels, each
+/// scaled from 0..=16 to [0, 1], with their labels 0..=9.
+///
+/// ```
+/// use kusari_examples::Digits;
+/// let (train, test) = Digits::load()?.split(0.2, 0);
+/// assert_eq!((train.len(), test.len()), (1438, 359));
+/// let (x, t) = test.batch(&[0, 1, 2])?;
+/// assert_eq!((x.shape(), t.shape()), (&[3, Digits::FEATURES][..], &[3][..]));
+/// # Ok::<(), kusari::Error>(())
+/// ```
+pub struct Digits {
+    /// `len() * FEATURES` pixels, one image after another, row by row.
+    pub pixels: Vec<f32>,
+    /// One label per image.
+    pub labels: Vec<i32>,
+}
+
+impl Digits {
+    /// Pixels per image.
+    pub const FEATURES: usize = 64;
+    /// Labels run over `0..CLASSES`.
+    pub const CLASSES: usize = 10;
+    /// Where the data set lives in the repository.
+    pub const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
+    const ROWS: usize = 1797;
+    /// FNV-1a over every value in file order, so a changed file is caught (line endings aside).
+    const CHECKSUM: u64 = 0x7768_69cc_e379_5967;
+
+    /// Reads and checks [`Self::PATH`]: an error says what is missing or malformed.
+    pub fn load() -> Result<Digits> {
+        let csv = std::fs::read_to_string(Self::PATH).map_err(|e| {
+            Error::msg(format!(
+                "cannot read the digits data set {}: {e} (it ships with the repository; see examples/data/README.md)",
+                Self::PATH
+            ))
+        })?;
+        let malformed = |msg: String| Error::msg(format!("{}: {msg}", Self::PATH));
+        let mut digits = Digits {
+            pixels: Vec::new(),
+            labels: Vec::new(),
+        };
+        let mut checksum = 0xcbf2_9ce4_8422_2325u64;
+        for (i, line) in csv.lines().enumerate() {
+            let values = line
+                .split(',')
+                .map(|v| v.trim().parse::<u8>())
+                .collect::<std::result::Result<Vec<u8>, _>>()
+                .map_err(|e| malformed(format!("line {}: {e}", i + 1)))?;
+            let (label, pixels) = match values.split_last() {
+                Some((&label, pixels))
+                    if pixels.len() == Self::FEATURES
+                        && pixels.iter().all(|&p| p <= 16)
+                        && label < 10 =>
+                {
+                    (label, pixels)
+                }
+                _ => {
+                    return Err(malformed(format!(
+                        "line {}: expected {} pixels in 0..=16 and a label in 0..=9",
+                        i + 1,
+                        Self::FEATURES
+                    )))
+                }
+            };
+            for &v in &values {
+                checksum = (checksum ^ u64::from(v)).wrapping_mul(0x100_0000_01b3);
+            }
+            digits
+                .pixels
+                .extend(pixels.iter().map(|&p| f32::from(p) / 16.0));
+            digits.labels.push(i32::from(label));
+        }
+        if digits.len() != Self::ROWS || checksum != Self::CHECKSUM {
+            return Err(malformed(format!(
+                "expected scikit-learn's {} rows (checksum {:#x}), got {} rows (checksum {checksum:#x})",
+                Self::ROWS,
+                Self::CHECKSUM,
+                digits.len()
+            )));
+        }
+        Ok(digits)
+    }
+
+    /// The number of images.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Whether there are no images.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// `(train, test)`: the images shuffled by a generator seeded with `seed`, the last
+    /// `test_fraction` of them for testing.
+    pub fn split(&self, test_fraction: f64, seed: u64) -> (Digits, Digits) {
+        let order = shuffled(self.len(), &mut Rng::seed(seed));
+        let n_test = (self.len() as f64 * test_fraction).round() as usize;
+        let (train, test) = order.split_at(self.len() - n_test);
+        (self.select(train), self.select(test))
+    }
+
+    /// The images at `indices`, on the host: pixels `(len, FEATURES)` as float32 and labels
+    /// `(len,)` as int32.
+    pub fn batch(&self, indices: &[usize]) -> Result<(Array, Array)> {
+        let part = self.select(indices);
+        Ok((
+            Array::from_vec(part.pixels, &[indices.len(), Self::FEATURES])?,
+            Array::from_vec(part.labels, &[indices.len()])?,
+        ))
+    }
+
+    fn select(&self, indices: &[usize]) -> Digits {
+        let image = |i: usize| &self.pixels[i * Self::FEATURES..(i + 1) * Self::FEATURES];
+        Digits {
+            pixels: indices.iter().flat_map(|&i| image(i)).copied().collect(),
+            labels: indices.iter().map(|&i| self.labels[i]).collect(),
+        }
+    }
+}
+
+/// `0..n` in a random order (Fisher–Yates).
+pub fn shuffled(n: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// A progress bar over `epochs` epochs; its message is the caller's (say, the last loss). It
+/// draws on standard error, and only when that is a terminal.
+pub fn epoch_bar(epochs: usize) -> ProgressBar {
+    let style = ProgressStyle::with_template("{elapsed:>3} [{bar:30}] epoch {pos}/{len}, {msg}")
+        .map(|style| style.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    ProgressBar::new(epochs as u64).with_style(style)
+}
+
+/// Draws `losses` (one per epoch) as a line on a grid, from 0 to the largest loss, and saves it
+/// as a PNG at `path`, creating its folder. The plot has no text: plotters would need a system
+/// font for it.
+pub fn save_loss_curve(path: &Path, losses: &[f32]) -> Result<()> {
+    use plotters::prelude::*;
+    let plot_error = |e: &dyn std::fmt::Display| {
+        Error::msg(format!(
+            "cannot save the loss curve to {}: {e}",
+            path.display()
+        ))
+    };
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| plot_error(&e))?;
+    }
+    let root = BitMapBackend::new(path, (640, 400)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_error(&e))?;
+    let top = losses.iter().copied().fold(f32::MIN_POSITIVE, f32::max) * 1.05;
+    let last_epoch = losses.len().saturating_sub(1).max(1) as f32;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(20)
+        .build_cartesian_2d(0f32..last_epoch, 0f32..top)
+        .map_err(|e| plot_error(&e))?;
+    chart.configure_mesh().draw().map_err(|e| plot_error(&e))?;
+    let points = losses.iter().enumerate().map(|(i, &l)| (i as f32, l));
+    chart
+        .draw_series(LineSeries::new(points, BLUE.stroke_width(2)))
+        .map_err(|e| plot_error(&e))?;
+    root.present().map_err(|e| plot_error(&e))
 }
 
 /// The README's code blocks, compiled and run as doc tests so that they stay correct.

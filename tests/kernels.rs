@@ -31,6 +31,10 @@ mod muladd_kernel;
 #[path = "../examples/10_muladd_kernel_float32.rs"]
 mod muladd_kernel_float32;
 
+#[allow(dead_code, unused_imports)]
+#[path = "../examples/11_mlp_digits.rs"]
+mod mlp_digits;
+
 /// The architectures every kernel is compiled for.
 const ARCHS: [&str; 2] = ["compute_80", "compute_90"];
 
@@ -47,6 +51,7 @@ fn project_kernels() -> Vec<ElementwiseKernel> {
     all.extend_from_slice(example_kernels());
     all.extend_from_slice(muladd_kernel_float32::MulAdd::KERNELS);
     all.extend_from_slice(muladd_kernel_float32::MulAddGrad::KERNELS);
+    all.extend_from_slice(mlp_digits::LeakyRelu::KERNELS);
     all
 }
 

@@ -16,7 +16,8 @@ pub struct Options {
     pub non_differentiable: Option<Span>,
 }
 
-fn unknown_key(
+/// Reports an unknown key at its token, listing the keys `attr` accepts, and skips its value.
+pub fn unknown_key(
     cx: &Ctxt,
     meta: &ParseNestedMeta<'_>,
     attr: &str,
@@ -41,20 +42,28 @@ fn unknown_key(
     Ok(())
 }
 
+/// The value of `crate = "..."`: the path of the kusari crate (`"crate"` inside it).
+pub fn crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<Path>> {
+    let lit: LitStr = meta.value()?.parse()?;
+    match lit.parse::<Path>() {
+        Ok(p) => Ok(Some(p)),
+        Err(_) => {
+            cx.error_spanned_by(
+                &lit,
+                "`crate` must be a path, e.g. \"crate\" or \"::kusari\"",
+            );
+            Ok(None)
+        }
+    }
+}
+
 pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
     let mut options = Options::default();
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident(kw::NAME) {
             options.name = Some(meta.value()?.parse()?);
         } else if meta.path.is_ident(kw::CRATE) {
-            let lit: LitStr = meta.value()?.parse()?;
-            match lit.parse::<Path>() {
-                Ok(p) => options.krate = Some(p),
-                Err(_) => cx.error_spanned_by(
-                    &lit,
-                    "`crate` must be a path, e.g. \"crate\" or \"::kusari\"",
-                ),
-            }
+            options.krate = crate_path(cx, &meta)?;
         } else if meta.path.is_ident(kw::NON_DIFFERENTIABLE) {
             options.non_differentiable = Some(meta.path.segments[0].ident.span());
         } else {

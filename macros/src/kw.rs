@@ -31,3 +31,12 @@ pub const OUTPUT: &str = "output";
 /// Type names the macro recognises in signatures.
 pub const RESULT: &str = "Result";
 pub const OPTION: &str = "Option";
+
+/// The helper attribute of `#[derive(Link)]`, on the struct and on its fields. (Not `link`:
+/// that is a built-in attribute, and a derive helper may not shadow it.)
+pub const KUSARI: &str = "kusari";
+/// Keys of `#[kusari(..)]` on the struct.
+pub const LINK_CONTAINER_KEYS: &[&str] = &[CRATE];
+/// Keys of `#[kusari(..)]` on a field.
+pub const SKIP: &str = "skip";
+pub const LINK_FIELD_KEYS: &[&str] = &[SKIP];

@@ -1,9 +1,11 @@
-//! `#[function_node]`: one annotation declares a differentiable op for kusari.
+//! `#[function_node]`: one annotation declares a differentiable op for kusari; and
+//! `#[derive(Link)]`, which finds a model's parameters from its fields.
 //!
-//! Use it through `kusari` (`use kusari::prelude::*;`), which re-exports it. The pipeline is
+//! Use them through `kusari` (`use kusari::prelude::*;`), which re-exports them. The pipeline is
 //! visible in the file list: `attr.rs` parses the attributes, `ast.rs` reads the `impl`,
 //! `valid.rs` holds every rule a user can break, `expand.rs` only generates code, and
-//! `fallback.rs` is what is emitted when there are mistakes.
+//! `fallback.rs` is what is emitted when there are mistakes. `link/` has the same files for the
+//! derive.
 
 mod ast;
 mod attr;
@@ -11,6 +13,7 @@ mod ctxt;
 mod expand;
 mod fallback;
 mod kw;
+mod link;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -144,4 +147,35 @@ pub fn function_node(args: TokenStream, input: TokenStream) -> TokenStream {
         },
         Err(errors) => fallback::expand(node.as_ref(), &item, errors).into(),
     }
+}
+
+/// Implements `kusari::link::Link` for a struct from its named fields, in order: a parameter's
+/// path is the field names down to it (`/l1/W`).
+///
+/// ```ignore
+/// use kusari::prelude::*;
+/// use kusari::link::{Linear, Parameter};
+///
+/// #[derive(Link)]
+/// struct Mlp {
+///     l1: Linear,              // a child link: its parameters are /l1/W and /l1/b
+///     l2: Linear,
+///     scale: Parameter,        // a parameter: /scale
+///     gate: Option<Parameter>, // a parameter when Some: /gate
+///     blocks: Vec<Linear>,     // child links /blocks/0, /blocks/1, ...
+///     #[kusari(skip)]
+///     ratio: f64,              // no parameters: must be skipped
+/// }
+/// ```
+///
+/// A field's type must implement `kusari::link::LinkField` (a `Parameter`, an `Option` or `Vec`
+/// of link fields, or any `Link`); one that does not, a `f64` say, is an error at its type
+/// unless the field is marked `#[kusari(skip)]`. Generic structs get a `FieldType: LinkField`
+/// bound for each field whose type names a type parameter. `#[kusari(crate = "crate")]` on the
+/// struct sets the path of the kusari crate (default `::kusari`). Tuple structs, enums and unions
+/// are rejected, and so are unknown `#[kusari(..)]` keys, each at its token.
+#[proc_macro_derive(Link, attributes(kusari))]
+pub fn derive_link(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    link::derive(&input).into()
 }

@@ -357,6 +357,39 @@ pub enum Error {
         /// Up to five worst elements, one a line: index, actual, expected, |diff| and tolerance.
         worst: String,
     },
+
+    // ----- saving and loading links -----
+    /// [`link::save`](crate::link::save) of a link with parameters that are not initialised yet
+    /// (a model must be initialised to be saved).
+    #[error("{op}: {} parameter(s) not initialised: {}; run the model's forward once (or call initialize) before saving", names.len(), names.join(", "))]
+    UninitializedParams {
+        /// The saving function.
+        op: &'static str,
+        /// The parameters' tensor names.
+        names: Vec<String>,
+    },
+    /// A checkpoint file that could not be read or written, or bytes that are not a valid
+    /// safetensors file.
+    #[error("{op}({file}): {msg}")]
+    CheckpointFile {
+        /// The saving or loading function.
+        op: &'static str,
+        /// The file's path; `<N bytes>` (loading) or `<memory>` (saving) for bytes in memory.
+        file: String,
+        /// What went wrong.
+        msg: String,
+    },
+    /// A checkpoint that does not fit the link it is loaded into: tensors missing or extra,
+    /// dtypes or shapes that differ. Nothing was loaded.
+    #[error("{op}({file}): the checkpoint does not fit the link, nothing was loaded: {}", problems.join("; "))]
+    CheckpointMismatch {
+        /// The loading function.
+        op: &'static str,
+        /// The file's path, or `<N bytes>` for bytes in memory.
+        file: String,
+        /// Every problem found, naming the tensors with their dtypes and shapes.
+        problems: Vec<String>,
+    },
 }
 
 impl Error {

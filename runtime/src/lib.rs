@@ -32,6 +32,7 @@ pub mod functions;
 pub mod gradient_check;
 mod kernel;
 mod layout;
+pub mod link;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod memory;
@@ -52,4 +53,7 @@ pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
+// The derive and the trait share the name, as serde's do: `#[derive(Link)]` implements `Link`.
+pub use kusari_macros::Link;
+pub use link::Link;
 pub use variable::Variable;

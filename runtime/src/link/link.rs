@@ -1,0 +1,49 @@
+//! [`Link`]: a model part that owns parameters and child links.
+
+use super::Parameter;
+use crate::error::Result;
+use crate::Device;
+
+/// A model part that owns [`Parameter`]s and child links (Chainer's `Link` and `Chain`).
+///
+/// Implementations only say how to reach their parameters ([`visit_params`](Self::visit_params));
+/// `#[derive(Link)]` writes it from the struct's fields, so no parameter can be forgotten. The
+/// rest follows from it.
+pub trait Link {
+    /// Calls `f` with every parameter and its path (`/W`, `/l1/W`), depth-first in field order,
+    /// each path prefixed with `prefix`.
+    fn visit_params<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter));
+
+    /// Every parameter with its path, e.g. `("/l1/W", &w)`.
+    fn named_params(&self) -> Vec<(String, &Parameter)> {
+        let mut out = Vec::new();
+        self.visit_params("", &mut |name, p| out.push((name, p)));
+        out
+    }
+
+    /// Every parameter.
+    fn params(&self) -> Vec<&Parameter> {
+        self.named_params().into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// Clears every parameter's gradient.
+    fn cleargrads(&self) {
+        for p in self.params() {
+            p.cleargrad();
+        }
+    }
+
+    /// Moves every parameter to `device` (and initialises later ones there). A device that does
+    /// not exist is an error before any parameter is changed.
+    fn to_device(&self, device: Device) -> Result<()> {
+        crate::cuda::check_device(device, &format!("Link::to_device({device})"))?;
+        self.params()
+            .into_iter()
+            .try_for_each(|p| p.to_device(device))
+    }
+
+    /// The number of parameter elements (uninitialised parameters count 0).
+    fn count_params(&self) -> usize {
+        self.params().into_iter().map(Parameter::size).sum()
+    }
+}

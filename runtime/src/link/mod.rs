@@ -1,0 +1,22 @@
+//! Models' learnable state (Chainer's links): [`Parameter`]s with [`initializers`], owned by
+//! [`Link`]s, whose `visit_params` `#[derive(Link)]` writes from the struct's fields; and the
+//! tutorial's library links, [`EltwiseParamProduct`] and [`Linear`].
+
+mod eltwise_param_product;
+mod field;
+pub mod initializers;
+mod linear;
+#[allow(clippy::module_inception)]
+mod link;
+pub mod optimizers;
+mod parameter;
+mod serialize;
+
+pub use eltwise_param_product::EltwiseParamProduct;
+pub use field::LinkField;
+pub use linear::{linear_function, Linear, LinearFunction};
+pub use link::Link;
+pub use parameter::Parameter;
+pub use serialize::{
+    load, load_from_bytes, load_from_bytes_with, load_with, save, save_to_bytes, LoadOptions,
+};

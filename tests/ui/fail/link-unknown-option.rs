@@ -1,0 +1,11 @@
+use kusari::link::Linear;
+use kusari::prelude::*;
+
+#[derive(Link)]
+struct Mlp {
+    l1: Linear,
+    #[kusari(ignore)]
+    ratio: f64,
+}
+
+fn main() {}
