@@ -33,20 +33,7 @@ impl CudaStorage {
     }
 }
 
-/// Counters of the CUDA kernel machinery (all zero in this build).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelStats {
-    /// Kernel binaries compiled by NVRTC in this process.
-    pub compiles: usize,
-    /// Binaries read from the on-disk cache.
-    pub disk_hits: usize,
-    /// Binaries found in the in-memory cache.
-    pub memory_hits: usize,
-    /// Modules loaded onto a device.
-    pub module_loads: usize,
-    /// Kernels launched.
-    pub launches: usize,
-}
+pub use crate::kernel::KernelStats;
 
 /// The counters (all zero in this build).
 pub fn kernel_stats() -> KernelStats {

@@ -131,33 +131,14 @@ impl ElementwiseKernel {
             .into_iter()
             .map(|(c, d)| (c, to_scalar_type(d)))
             .collect();
-        let looped: Vec<&Array> = sig
-            .inputs
-            .iter()
-            .zip(inputs)
-            .filter(|(p, _)| !p.raw)
-            .map(|(_, a)| *a)
-            .collect();
-        let mut shape: Vec<usize> = Vec::new();
-        for a in &looped {
-            shape = crate::layout::broadcast_shapes("ElementwiseKernel", &shape, a.shape())?;
-        }
-        let size: usize = shape.iter().product();
-        let contiguous = looped
-            .iter()
-            .all(|a| a.shape() == shape.as_slice() && a.is_contiguous());
-        let indexing = if contiguous {
-            Indexing::Contiguous
-        } else {
-            Indexing::Strided { ndim: shape.len() }
-        };
+        let plan = LoopPlan::new(&sig, inputs, None)?;
         generate(
             self.name,
             &sig,
             self.body,
             &types,
-            indexing,
-            IndexWidth::for_len(size),
+            plan.indexing,
+            plan.width,
         )
         .map_err(Error::Msg)
     }
@@ -184,7 +165,7 @@ impl ElementwiseKernel {
         }
         if let Some(host) = inputs.iter().find(|a| !a.on_cuda()) {
             self.source_for(inputs)?;
-            self.check_param_count(params)?;
+            self.check_param_count(&self.signature()?, params)?;
             return Err(Error::CudaUnavailable {
                 op: format!("kernel {}", self.name),
                 reason: format!(
@@ -196,8 +177,13 @@ impl ElementwiseKernel {
         crate::cuda::launch(self, inputs, params, None)
     }
 
-    fn check_param_count(&self, params: &[f64]) -> Result<()> {
-        let expected = self.signature()?.params.len();
+    /// An error unless `params` has one value per scalar parameter of `sig` (this kernel's).
+    pub(crate) fn check_param_count(
+        &self,
+        sig: &ElementwiseSignature,
+        params: &[f64],
+    ) -> Result<()> {
+        let expected = sig.params.len();
         if params.len() != expected {
             return Err(Error::Msg(format!(
                 "kernel {}: {} scalar parameter(s) given, the signature declares {expected}",
@@ -206,6 +192,75 @@ impl ElementwiseKernel {
             )));
         }
         Ok(())
+    }
+}
+
+/// Counters of the CUDA kernel machinery, for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Kernel binaries compiled by NVRTC in this process.
+    pub compiles: usize,
+    /// Binaries read from the on-disk cache.
+    pub disk_hits: usize,
+    /// Binaries found in the in-memory cache.
+    pub memory_hits: usize,
+    /// Modules loaded onto a device.
+    pub module_loads: usize,
+    /// Kernels launched (zero-size launches, which run nothing, are not counted).
+    pub launches: usize,
+}
+
+/// The loop a launch runs over `inputs`: the arrays it indexes (the non-`raw` inputs), its
+/// shape (theirs broadcast together, unless given), and the source variant that shape needs:
+/// contiguous when every looped input is C-contiguous in the loop's shape, strided otherwise,
+/// with 64-bit indexing from 2^31 elements.
+pub(crate) struct LoopPlan<'a> {
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) looped: Vec<&'a Array>,
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) shape: Vec<usize>,
+    pub(crate) indexing: Indexing,
+    pub(crate) width: IndexWidth,
+}
+
+impl<'a> LoopPlan<'a> {
+    pub(crate) fn new(
+        sig: &ElementwiseSignature,
+        inputs: &[&'a Array],
+        shape: Option<&[usize]>,
+    ) -> Result<Self> {
+        let looped: Vec<&Array> = sig
+            .inputs
+            .iter()
+            .zip(inputs)
+            .filter(|(p, _)| !p.raw)
+            .map(|(_, a)| *a)
+            .collect();
+        let shape = match shape {
+            Some(s) => s.to_vec(),
+            None => {
+                let mut s: Vec<usize> = Vec::new();
+                for a in &looped {
+                    s = crate::layout::broadcast_shapes("ElementwiseKernel", &s, a.shape())?;
+                }
+                s
+            }
+        };
+        let contiguous = looped
+            .iter()
+            .all(|a| a.shape() == shape.as_slice() && a.is_contiguous());
+        let indexing = if contiguous {
+            Indexing::Contiguous
+        } else {
+            Indexing::Strided { ndim: shape.len() }
+        };
+        let width = IndexWidth::for_len(shape.iter().product());
+        Ok(LoopPlan {
+            looped,
+            shape,
+            indexing,
+            width,
+        })
     }
 }
 

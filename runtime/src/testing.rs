@@ -339,10 +339,7 @@ impl OpTest {
 fn as_f64(arrays: &[Array]) -> Result<Vec<ArrayD<f64>>> {
     arrays
         .iter()
-        .map(|a| {
-            let v = a.to_f64_vec()?;
-            ArrayD::from_shape_vec(a.shape(), v).map_err(|e| Error::Msg(format!("as_f64: {e}")))
-        })
+        .map(|a| a.astype(DType::F64)?.to_ndarray::<f64>())
         .collect()
 }
 

@@ -15,6 +15,27 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The first of shape, dtype and device in which `actual` differs from `expected`, as
+/// `(what, expected, actual)` for a message.
+pub(crate) fn first_difference(
+    expected: (&[usize], DType, Device),
+    actual: (&[usize], DType, Device),
+) -> Option<(&'static str, String, String)> {
+    if actual.0 != expected.0 {
+        Some((
+            "shape",
+            format!("{:?}", expected.0),
+            format!("{:?}", actual.0),
+        ))
+    } else if actual.1 != expected.1 {
+        Some(("dtype", expected.1.to_string(), actual.1.to_string()))
+    } else if actual.2 != expected.2 {
+        Some(("device", expected.2.to_string(), actual.2.to_string()))
+    } else {
+        None
+    }
+}
+
 /// A variable's node in the graph: what backward needs, without the data (so intermediate arrays
 /// are freed as soon as no variable and no retaining function holds them).
 pub(crate) struct VarNode {
@@ -59,19 +80,10 @@ impl VarNode {
     /// The first of shape, dtype and device in which a gradient `g` differs from this node, as
     /// `(what, expected, actual)` for a message.
     pub(crate) fn mismatch(&self, g: &Variable) -> Option<(&'static str, String, String)> {
-        if g.shape() != self.shape() {
-            Some((
-                "shape",
-                format!("{:?}", self.shape()),
-                format!("{:?}", g.shape()),
-            ))
-        } else if g.dtype() != self.dtype {
-            Some(("dtype", self.dtype.to_string(), g.dtype().to_string()))
-        } else if g.device() != self.device {
-            Some(("device", self.device.to_string(), g.device().to_string()))
-        } else {
-            None
-        }
+        first_difference(
+            (self.shape(), self.dtype, self.device),
+            (g.shape(), g.dtype(), g.device()),
+        )
     }
 
     /// `" (name)"` or empty, for messages.

@@ -20,8 +20,8 @@ use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 use super::device::{device, driver_error, CudaDevice};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
-use crate::kernel::{to_scalar_type, ElementwiseKernel};
-use crate::layout::{broadcast_shapes, Layout};
+use crate::kernel::{to_scalar_type, ElementwiseKernel, KernelStats, LoopPlan};
+use crate::layout::Layout;
 use crate::storage::Storage;
 use crate::{Array, DType, Device};
 
@@ -152,21 +152,6 @@ fn uploads() -> &'static UploadCache<usize, (Arc<CudaModule>, Target)> {
 
 static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
 
-/// Counters of the CUDA kernel machinery, for tests and benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelStats {
-    /// Kernel binaries compiled by NVRTC in this process.
-    pub compiles: usize,
-    /// Binaries read from the on-disk cache.
-    pub disk_hits: usize,
-    /// Binaries found in the in-memory cache.
-    pub memory_hits: usize,
-    /// Modules loaded onto a device.
-    pub module_loads: usize,
-    /// Kernels launched (zero-size launches, which run nothing, are not counted).
-    pub launches: usize,
-}
-
 /// The counters since the process started.
 pub fn kernel_stats() -> KernelStats {
     let c = global_cache().stats();
@@ -246,13 +231,6 @@ fn param_type(p: &kusari_kernels::Param, types: &[(char, DType)]) -> Result<Scal
     }
 }
 
-fn cuda_storage(a: &Array) -> &CudaStorage {
-    match a.storage() {
-        Storage::Cuda(s) => s,
-        Storage::Cpu(_) => unreachable!("the caller checked that every input is on CUDA"),
-    }
-}
-
 /// Runs `kernel` over CUDA `inputs` broadcast together (or over `shape` when given), returning
 /// its outputs: new C-contiguous arrays of the loop's shape.
 pub(crate) fn launch(
@@ -295,14 +273,7 @@ pub(crate) fn launch_on(
             rhs: other.device(),
         });
     }
-    if params.len() != sig.params.len() {
-        return Err(Error::Msg(format!(
-            "{}: {} scalar parameter(s) given, the signature declares {}",
-            label(),
-            params.len(),
-            sig.params.len()
-        )));
-    }
+    kernel.check_param_count(sig, params)?;
     let types = kernel.bind_parsed(sig, inputs)?;
 
     // `raw` inputs are indexed by the body as flat C-order arrays.
@@ -326,37 +297,13 @@ pub(crate) fn launch_on(
         }
     }
 
-    let loop_shape: Vec<usize> = match shape {
-        Some(s) => s.to_vec(),
-        None => {
-            let mut s: Vec<usize> = Vec::new();
-            for (p, a) in sig.inputs.iter().zip(&args) {
-                if !p.raw {
-                    s = broadcast_shapes("ElementwiseKernel", &s, a.shape())?;
-                }
-            }
-            s
-        }
-    };
+    let LoopPlan {
+        looped,
+        shape: loop_shape,
+        indexing,
+        width,
+    } = LoopPlan::new(sig, &args, shape)?;
     let n: usize = loop_shape.iter().product();
-    let looped: Vec<&Array> = sig
-        .inputs
-        .iter()
-        .zip(&args)
-        .filter(|(p, _)| !p.raw)
-        .map(|(_, a)| *a)
-        .collect();
-    let contiguous = looped
-        .iter()
-        .all(|a| a.shape() == loop_shape.as_slice() && a.is_contiguous());
-    let indexing = if contiguous {
-        Indexing::Contiguous
-    } else {
-        Indexing::Strided {
-            ndim: loop_shape.len(),
-        }
-    };
-    let width = IndexWidth::for_len(n);
 
     let dev = device(ordinal, &label())?;
     let mut outputs = Vec::with_capacity(sig.outputs.len());
@@ -415,10 +362,10 @@ pub(crate) fn launch_on(
     // into these vectors, which are not resized after being filled.
     let mut values: Vec<u64> = Vec::with_capacity(args.len() + outputs.len() + params.len() + 1);
     for a in &args {
-        values.push(cuda_storage(a).ptr_at(a.layout().offset()));
+        values.push(CudaStorage::of(a).ptr_at(a.layout().offset()));
     }
     for o in &outputs {
-        values.push(cuda_storage(o).ptr_at(0));
+        values.push(CudaStorage::of(o).ptr_at(0));
     }
     for (p, &v) in sig.params.iter().zip(params) {
         values.push(scalar_bytes(param_type(p, &key.types)?, v));

@@ -8,7 +8,8 @@ use cudarc::driver::sys::CUdeviceptr;
 
 use super::device::{driver_error, CudaDevice};
 use crate::error::Result;
-use crate::DType;
+use crate::storage::Storage;
+use crate::{Array, DType};
 
 /// An array's buffer on a CUDA device: `len` elements of `dtype`.
 pub(crate) struct CudaStorage {
@@ -60,6 +61,14 @@ impl CudaStorage {
             dtype,
             device: device.clone(),
         })
+    }
+
+    /// The buffer of a CUDA array (callers have checked the device).
+    pub(crate) fn of(a: &Array) -> &CudaStorage {
+        match a.storage() {
+            Storage::Cuda(s) => s,
+            Storage::Cpu(_) => unreachable!("the caller checked that the array is on CUDA"),
+        }
     }
 
     pub(crate) fn dtype(&self) -> DType {

@@ -22,8 +22,9 @@ mod launch;
 mod memory;
 mod ops;
 
+pub use crate::kernel::KernelStats;
 pub use device::{device_count, is_available, properties, synchronize, unavailable_reason};
-pub use launch::{kernel_stats, KernelStats};
+pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;
 pub(crate) use launch::launch;

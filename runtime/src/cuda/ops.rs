@@ -21,13 +21,6 @@ use crate::layout::Layout;
 use crate::storage::Storage;
 use crate::{Array, DType, Device};
 
-fn storage(a: &Array) -> &CudaStorage {
-    match a.storage() {
-        Storage::Cuda(s) => s,
-        Storage::Cpu(_) => unreachable!("the caller checked the device"),
-    }
-}
-
 /// The bytes of a typed slice (every `Element` is a plain value without padding).
 fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
     // SAFETY: `T` is one of bool, i32, i64, f16, bf16, f32, f64: no padding, every byte is
@@ -57,7 +50,7 @@ pub(crate) fn to_device(a: &Array, ordinal: usize) -> Result<Array> {
 /// A CUDA array's elements copied to the host, in C order.
 pub(crate) fn to_host(a: &Array) -> Result<Array> {
     let a = a.contiguous()?;
-    let s = storage(&a);
+    let s = CudaStorage::of(&a);
     let n = a.size();
     with_dtype!(a.dtype(), T => {
         let mut v: Vec<T> = Vec::with_capacity(n);
@@ -134,7 +127,7 @@ pub(crate) fn reduce(a: &Array, axes: &[usize], kind: Reduction) -> Result<Array
         let loaded = reduction_function(&dev, reduction_kind(kind), a.dtype())?;
         let grid = rows.min(dev.sm_count as usize * 32).max(1) as u32;
         let mut values: [u64; 4] = [
-            storage(&src).ptr_at(src.layout().offset()),
+            CudaStorage::of(&src).ptr_at(src.layout().offset()),
             out.ptr_at(0),
             rows as u64,
             len as u64,
@@ -253,8 +246,8 @@ fn gemm(
         }
     };
     let (pa, pb, pc) = (
-        storage(a).ptr_at(a.layout().offset()),
-        storage(b).ptr_at(b.layout().offset()),
+        CudaStorage::of(a).ptr_at(a.layout().offset()),
+        CudaStorage::of(b).ptr_at(b.layout().offset()),
         out.ptr_at(0),
     );
     let (n_, k_, m_) = (n as i32, k as i32, m as i32);

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::initializers::Initializer;
 use crate::error::{Error, Result};
+use crate::variable::first_difference;
 use crate::{Array, DType, Device, Variable};
 
 struct State {
@@ -181,20 +182,10 @@ impl Parameter {
         let v = s.var.as_ref().ok_or_else(|| {
             Error::Msg("set_array on a parameter that is not initialised yet".to_string())
         })?;
-        let mismatch = if array.shape() != v.shape() {
-            Some((
-                "shape",
-                format!("{:?}", v.shape()),
-                format!("{:?}", array.shape()),
-            ))
-        } else if array.dtype() != v.dtype() {
-            Some(("dtype", v.dtype().to_string(), array.dtype().to_string()))
-        } else if array.device() != v.device() {
-            Some(("device", v.device().to_string(), array.device().to_string()))
-        } else {
-            None
-        };
-        if let Some((what, expected, actual)) = mismatch {
+        if let Some((what, expected, actual)) = first_difference(
+            (v.shape(), v.dtype(), v.device()),
+            (array.shape(), array.dtype(), array.device()),
+        ) {
             return Err(Error::Msg(format!(
                 "Parameter::set_array: new values have {what} {actual}, the parameter has {expected}"
             )));

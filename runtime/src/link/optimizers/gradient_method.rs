@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::{Hook, ParamGrad};
 use crate::error::{Error, Result};
 use crate::link::{Link, Parameter};
+use crate::variable::first_difference;
 use crate::Array;
 
 /// How one optimizer turns a parameter's values, gradient and state into new values.
@@ -143,20 +144,10 @@ fn check_state(optimizer: &str, entry: &ParamGrad, state: Vec<&mut Array>) -> Re
 fn check_hooked(hook: &str, grads: &[ParamGrad]) -> Result<()> {
     for entry in grads {
         let (g, v) = (&entry.grad, &entry.value);
-        let mismatch = if g.shape() != v.shape() {
-            Some((
-                "shape",
-                format!("{:?}", g.shape()),
-                format!("{:?}", v.shape()),
-            ))
-        } else if g.dtype() != v.dtype() {
-            Some(("dtype", g.dtype().to_string(), v.dtype().to_string()))
-        } else if g.device() != v.device() {
-            Some(("device", g.device().to_string(), v.device().to_string()))
-        } else {
-            None
-        };
-        if let Some((what, actual, expected)) = mismatch {
+        if let Some((what, expected, actual)) = first_difference(
+            (v.shape(), v.dtype(), v.device()),
+            (g.shape(), g.dtype(), g.device()),
+        ) {
             return Err(Error::Msg(format!(
                 "optimizer hook {hook}: the gradient of {} now has {what} {actual}, but the parameter has {expected}",
                 entry.path
