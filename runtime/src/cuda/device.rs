@@ -1,62 +1,47 @@
-//! CUDA devices: the driver probe, one context and one stream per device, created on first use.
+//! CUDA devices: one per ordinal, opened on first use through the driver seam
+//! ([`super::driver`]), whichever driver (the real one or the emulated device) is behind it.
 //!
-//! cudarc loads `libcuda` at run time and panics when it is missing, so every path here probes
-//! for the library first ([`driver_present`]) and turns its absence into
-//! [`Error::CudaUnavailable`].
+//! The real driver is probed before any driver call (cudarc panics without libcuda), and its
+//! absence is [`Error::CudaUnavailable`].
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaStream};
-
+use super::driver::{driver, Backend, DeviceInfo, DeviceProperties, DriverResult};
 use crate::error::{Error, Result};
 use crate::Device;
 
-/// One CUDA device as kusari uses it: its primary context, the stream every operation on it is
-/// ordered on, and the properties launches need.
+/// One CUDA device as kusari uses it: what its driver gives, and the properties launches need.
 pub(crate) struct CudaDevice {
     pub(crate) ordinal: usize,
-    pub(crate) ctx: Arc<CudaContext>,
-    pub(crate) stream: Arc<CudaStream>,
-    /// Streaming multiprocessors (sizes elementwise grids).
-    pub(crate) sm_count: u32,
-    /// Compute capability (picks the cubin architecture).
-    pub(crate) compute_capability: (u32, u32),
-    /// Whether stream-ordered allocation (`cuMemAllocAsync`) is available.
-    pub(crate) async_alloc: bool,
-    pub(crate) name: String,
+    pub(crate) backend: Backend,
+    pub(crate) info: DeviceInfo,
 }
 
 impl CudaDevice {
-    /// Makes this device's context current on the calling thread (cheap when it already is).
-    pub(crate) fn bind(&self) -> Result<()> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| driver_error(&format!("cuda:{}", self.ordinal), e))
+    /// Streaming multiprocessors (sizes elementwise grids).
+    pub(crate) fn sm_count(&self) -> u32 {
+        self.info.sm_count
     }
 
     /// Waits for every operation queued on the device.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        self.bind()?;
-        self.stream
+        self.backend
             .synchronize()
-            .map_err(|e| driver_error(&format!("synchronize(cuda:{})", self.ordinal), e))
+            .map_err(|msg| self.error(&format!("synchronize(cuda:{})", self.ordinal), msg))
     }
-}
 
-/// A driver error as kusari's error, naming the operation.
-pub(crate) fn driver_error(op: &str, e: cudarc::driver::DriverError) -> Error {
-    Error::Cuda {
-        op: op.to_string(),
-        msg: e.to_string(),
+    /// A driver failure as kusari's error, naming the operation.
+    pub(crate) fn error(&self, op: &str, msg: String) -> Error {
+        Error::Cuda {
+            op: op.to_string(),
+            msg,
+        }
     }
-}
 
-/// Whether `libcuda` can be loaded (without it cudarc would panic on the first driver call).
-pub(crate) fn driver_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: only tries to open the shared library; no driver function is called.
-    *PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() })
+    /// `r`'s failure as kusari's error, naming the operation (formatted only on failure).
+    pub(crate) fn check<T>(&self, r: DriverResult<T>, op: impl FnOnce() -> String) -> Result<T> {
+        r.map_err(|msg| self.error(&op(), msg))
+    }
 }
 
 fn unavailable(op: &str, reason: impl Into<String>) -> Error {
@@ -68,21 +53,7 @@ fn unavailable(op: &str, reason: impl Into<String>) -> Error {
 
 /// The number of CUDA devices, or why there are none to use.
 fn count() -> std::result::Result<usize, String> {
-    static COUNT: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
-    COUNT
-        .get_or_init(|| {
-            if !driver_present() {
-                return Err(
-                    "no CUDA driver on this machine (libcuda.so could not be loaded)".to_string(),
-                );
-            }
-            cudarc::driver::result::init()
-                .map_err(|e| format!("the CUDA driver failed to initialise: {e}"))?;
-            let n = CudaContext::device_count()
-                .map_err(|e| format!("the CUDA driver cannot count devices: {e}"))?;
-            Ok(n.max(0) as usize)
-        })
-        .clone()
+    driver().count()
 }
 
 /// Number of CUDA devices (0 without a driver).
@@ -135,23 +106,11 @@ pub(crate) fn device(ordinal: usize, op: &str) -> Result<Arc<CudaDevice>> {
 }
 
 fn open(ordinal: usize) -> Result<CudaDevice> {
-    let op = format!("open cuda:{ordinal}");
-    let err = |e| driver_error(&op, e);
-    let ctx = CudaContext::new(ordinal).map_err(err)?;
-    let stream = ctx.new_stream().map_err(err)?;
-    let attr = |a| ctx.attribute(a).map_err(err);
-    let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-    let (major, minor) = ctx.compute_capability().map_err(err)?;
-    let name = ctx.name().map_err(err)?;
-    let async_alloc = ctx.has_async_alloc();
+    let (backend, info) = driver().open(ordinal)?;
     Ok(CudaDevice {
         ordinal,
-        ctx,
-        stream,
-        sm_count,
-        compute_capability: (major as u32, minor as u32),
-        async_alloc,
-        name,
+        backend,
+        info,
     })
 }
 
@@ -172,8 +131,16 @@ pub fn synchronize(device: Device) -> Result<()> {
     }
 }
 
-/// The name and compute capability of `cuda:N`, e.g. `("NVIDIA H100 80GB HBM3", (9, 0))`.
+/// The name and compute capability of `cuda:N`, e.g. `("NVIDIA H100 80GB HBM3", (9, 0))`. An
+/// emulated device's name says so.
 pub fn properties(ordinal: usize) -> Result<(String, (u32, u32))> {
+    let p = device_properties(ordinal)?;
+    Ok((p.name, p.compute_capability))
+}
+
+/// Everything `cuda:N` reports: name, compute capability, SM count, memory, the driver's CUDA
+/// version, and whether it is kusari's emulated device.
+pub fn device_properties(ordinal: usize) -> Result<DeviceProperties> {
     let d = device(ordinal, &format!("properties(cuda:{ordinal})"))?;
-    Ok((d.name.clone(), d.compute_capability))
+    Ok(d.info.clone())
 }

@@ -10,14 +10,13 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use cudarc::driver::{CudaFunction, CudaModule};
-use kusari_kernels::cache::CacheKey;
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
-use kusari_kernels::compile::{compile_binary_cached, global_cache, target_for, Target};
+use kusari_kernels::compile::{global_cache, Target};
 use kusari_kernels::launch::{launch_config, UploadCache};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
-use super::device::{device, driver_error, CudaDevice};
+use super::device::{device, CudaDevice};
+use super::driver::{Backend, BinaryTarget, Function, Module};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
 use crate::kernel::{to_scalar_type, ElementwiseKernel, KernelStats, LoopPlan};
@@ -61,45 +60,105 @@ struct VariantKey {
 
 /// A kernel function loaded on a device (keeps its module alive).
 pub(crate) struct Loaded {
-    function: CudaFunction,
-    _module: Arc<CudaModule>,
+    function: Function,
+    _module: Module,
 }
 
-// SAFETY: a loaded CUDA function is a handle the driver lets any thread launch once the
-// context is bound; it is never mutated.
+// SAFETY: a loaded function is a handle the driver lets any thread launch; it is never mutated.
 unsafe impl Send for Loaded {}
 // SAFETY: as above.
 unsafe impl Sync for Loaded {}
 
+/// A kernel's arguments as a launch passes them: one value per parameter, in order, each
+/// recorded with the width it was packed in.
+#[derive(Default)]
+pub(crate) struct KernelArgs {
+    /// Scalars and pointers, each in an 8-byte slot (little-endian, so a narrower value is in
+    /// the slot's first bytes).
+    slots: Vec<u64>,
+    /// Structs passed by value, as 8-byte words.
+    blobs: Vec<Vec<i64>>,
+    /// For each parameter: a slot or a blob, and its width in bytes.
+    order: Vec<(Arg, usize)>,
+}
+
+#[derive(Clone, Copy)]
+enum Arg {
+    Slot(usize),
+    Blob(usize),
+}
+
+impl KernelArgs {
+    /// A device pointer.
+    pub(crate) fn pointer(&mut self, p: u64) -> &mut Self {
+        self.value(p, 8)
+    }
+
+    /// A `long long`.
+    pub(crate) fn long(&mut self, v: i64) -> &mut Self {
+        self.value(v as u64, 8)
+    }
+
+    /// A value of `width` bytes, in the low bytes of `bits`.
+    pub(crate) fn value(&mut self, bits: u64, width: usize) -> &mut Self {
+        self.order.push((Arg::Slot(self.slots.len()), width));
+        self.slots.push(bits);
+        self
+    }
+
+    /// A struct of 8-byte words passed by value.
+    pub(crate) fn words(&mut self, words: Vec<i64>) -> &mut Self {
+        self.order
+            .push((Arg::Blob(self.blobs.len()), words.len() * 8));
+        self.blobs.push(words);
+        self
+    }
+
+    /// The `kernelParams` array (pointers into `self`, valid while it is neither moved nor
+    /// changed) and each parameter's width.
+    fn params(&mut self) -> (Vec<*mut c_void>, Vec<usize>) {
+        let slots = self.slots.as_mut_ptr();
+        let mut ptrs = Vec::with_capacity(self.order.len());
+        let mut widths = Vec::with_capacity(self.order.len());
+        for &(arg, width) in &self.order {
+            ptrs.push(match arg {
+                // SAFETY: `i` indexes `slots`.
+                Arg::Slot(i) => unsafe { slots.add(i) }.cast::<c_void>(),
+                Arg::Blob(i) => self.blobs[i].as_mut_ptr().cast::<c_void>(),
+            });
+            widths.push(width);
+        }
+        (ptrs, widths)
+    }
+}
+
 impl Loaded {
-    /// Launches with `params` pointing at each kernel parameter's value.
+    /// Launches a one-dimensional grid with `args`.
     ///
     /// # Safety
-    /// `params` must match the kernel's parameter list in count, order and types, every device
-    /// pointer among them must be valid for what the kernel reaches, and the values must live
-    /// until this returns (the driver copies them at launch).
-    pub(crate) unsafe fn launch_raw(
+    /// `args` must match the kernel's parameter list in count, order and types, and every
+    /// device pointer among them must be valid for what the kernel reaches.
+    pub(crate) unsafe fn launch_args(
         &self,
         dev: &CudaDevice,
         grid: u32,
         block: u32,
-        params: &mut [*mut c_void],
+        args: &mut KernelArgs,
         op: &str,
     ) -> Result<()> {
-        dev.bind()?;
-        // SAFETY: the caller upholds the parameter contract; the stream belongs to `dev`,
-        // whose context is bound.
-        unsafe {
-            cudarc::driver::result::launch_kernel(
-                self.function.cu_function(),
-                (grid, 1, 1),
-                (block, 1, 1),
+        let (mut params, widths) = args.params();
+        // SAFETY: the caller upholds the parameter contract; `args` outlives the launch.
+        let r = unsafe {
+            dev.backend.launch(
+                &self.function,
+                [grid, 1, 1],
+                [block, 1, 1],
                 0,
-                dev.stream.cu_stream(),
-                params,
+                &mut params,
+                &widths,
             )
-        }
-        .map_err(|e| driver_error(op, e))?;
+        };
+        dev.check(r, || format!("launch {op} on cuda:{}", dev.ordinal))?;
         LAUNCHES.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -113,12 +172,12 @@ impl Loaded {
         values: &mut [u64],
         op: &str,
     ) -> Result<()> {
-        let mut params: Vec<*mut c_void> = values
-            .iter_mut()
-            .map(|v| v as *mut u64 as *mut c_void)
-            .collect();
+        let mut args = KernelArgs::default();
+        for &v in values.iter() {
+            args.value(v, 8);
+        }
         // SAFETY: the callers pass the parameter list of the kernels they generated.
-        unsafe { self.launch_raw(dev, grid, block, &mut params, op) }
+        unsafe { self.launch_args(dev, grid, block, &mut args, op) }
     }
 }
 
@@ -145,8 +204,8 @@ fn parsed(kernel: &ElementwiseKernel) -> Result<Arc<Parsed>> {
 }
 
 /// Modules loaded per (device, binary): a second kernel whose source is identical loads nothing.
-fn uploads() -> &'static UploadCache<usize, (Arc<CudaModule>, Target)> {
-    static UPLOADS: OnceLock<UploadCache<usize, (Arc<CudaModule>, Target)>> = OnceLock::new();
+fn uploads() -> &'static UploadCache<usize, (Module, BinaryTarget)> {
+    static UPLOADS: OnceLock<UploadCache<usize, (Module, BinaryTarget)>> = OnceLock::new();
     UPLOADS.get_or_init(UploadCache::default)
 }
 
@@ -167,39 +226,33 @@ pub fn kernel_stats() -> KernelStats {
 /// Compiles (through the binary cache) and loads (through the upload cache) a generated kernel
 /// on `dev`. `op` names it in errors.
 pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> Result<Arc<Loaded>> {
-    let (major, minor) = dev.compute_capability;
     let compile_err = |e: kusari_kernels::compile::CompileError| Error::KernelCompile {
         kernel: op.to_string(),
         message: e.to_string(),
     };
-    let target = target_for(major, minor);
-    let key = CacheKey::new(&src.source, &[], (0, 0), &target.to_string());
+    let target = dev.backend.binary_target(dev.info.compute_capability);
+    let key = Backend::module_key(src, target);
     let (module, _) = uploads()
         .get_or_load(dev.ordinal, key, || {
-            let load = |target: Target| -> Result<(Arc<CudaModule>, Target)> {
-                let (used, binary) =
-                    compile_binary_cached(src, &target, global_cache()).map_err(compile_err)?;
-                dev.bind()?;
-                let what = format!("load kernel {} ({used}) on cuda:{}", src.entry, dev.ordinal);
-                let module = dev
-                    .ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_binary(binary.to_vec()))
-                    .map_err(|e| driver_error(&what, e))?;
+            let load = |target: BinaryTarget| -> Result<(Module, BinaryTarget)> {
+                let (used, binary) = Backend::compile(src, target).map_err(compile_err)?;
+                let module = dev.check(dev.backend.load_module(&binary), || {
+                    format!("load kernel {} ({used}) on cuda:{}", src.entry, dev.ordinal)
+                })?;
                 Ok((module, used))
             };
             // A driver older than NVRTC may refuse its cubin; PTX is then compiled by the driver.
             load(target).or_else(|e| match target {
-                Target::Cubin { major, minor } => load(Target::Ptx { major, minor }).map_err(|_| e),
-                Target::Ptx { .. } => Err(e),
+                BinaryTarget::Nvrtc(Target::Cubin { major, minor }) => {
+                    load(BinaryTarget::Nvrtc(Target::Ptx { major, minor })).map_err(|_| e)
+                }
+                _ => Err(e),
             })
         })?
         .as_ref()
         .clone();
-    let function = module.load_function(&src.entry).map_err(|e| {
-        driver_error(
-            &format!("find {} in its module on cuda:{}", src.entry, dev.ordinal),
-            e,
-        )
+    let function = dev.check(module.function(&src.entry), || {
+        format!("find {} in its module on cuda:{}", src.entry, dev.ordinal)
     })?;
     Ok(Arc::new(Loaded {
         function,
@@ -207,16 +260,16 @@ pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> R
     }))
 }
 
-/// A scalar parameter's bytes in the kernel's parameter type.
-fn scalar_bytes(t: ScalarType, v: f64) -> u64 {
+/// A scalar parameter's bytes in the kernel's parameter type, and their count.
+fn scalar_bytes(t: ScalarType, v: f64) -> (u64, usize) {
     match t {
-        ScalarType::Bool => u64::from(v != 0.0),
-        ScalarType::Int32 => u64::from((v as i32) as u32),
-        ScalarType::Int64 => (v as i64) as u64,
-        ScalarType::Float16 => u64::from(half::f16::from_f64(v).to_bits()),
-        ScalarType::BFloat16 => u64::from(half::bf16::from_f64(v).to_bits()),
-        ScalarType::Float32 => u64::from((v as f32).to_bits()),
-        ScalarType::Float64 => v.to_bits(),
+        ScalarType::Bool => (u64::from(v != 0.0), 1),
+        ScalarType::Int32 => (u64::from((v as i32) as u32), 4),
+        ScalarType::Int64 => ((v as i64) as u64, 8),
+        ScalarType::Float16 => (u64::from(half::f16::from_f64(v).to_bits()), 2),
+        ScalarType::BFloat16 => (u64::from(half::bf16::from_f64(v).to_bits()), 2),
+        ScalarType::Float32 => (u64::from((v as f32).to_bits()), 4),
+        ScalarType::Float64 => (v.to_bits(), 8),
     }
 }
 
@@ -315,7 +368,7 @@ pub(crate) fn launch_on(
             Layout::contiguous(&loop_shape),
         ));
     }
-    let Some((grid, block)) = launch_config(n, dev.sm_count) else {
+    let Some((grid, block)) = launch_config(n, dev.sm_count()) else {
         return Ok(outputs);
     };
 
@@ -358,24 +411,26 @@ pub(crate) fn launch_on(
         }
     };
 
-    // Argument values, in the kernel's parameter order; the pointers handed to the driver point
-    // into these vectors, which are not resized after being filled.
-    let mut values: Vec<u64> = Vec::with_capacity(args.len() + outputs.len() + params.len() + 1);
+    // Argument values, in the kernel's parameter order.
+    let mut values = KernelArgs::default();
     for a in &args {
-        values.push(CudaStorage::of(a).ptr_at(a.layout().offset()));
+        values.pointer(CudaStorage::of(a).ptr_at(a.layout().offset()));
     }
     for o in &outputs {
-        values.push(CudaStorage::of(o).ptr_at(0));
+        values.pointer(CudaStorage::of(o).ptr_at(0));
     }
     for (p, &v) in sig.params.iter().zip(params) {
-        values.push(scalar_bytes(param_type(p, &key.types)?, v));
+        let (bits, width) = scalar_bytes(param_type(p, &key.types)?, v);
+        values.value(bits, width);
     }
-    // `n` is `unsigned int` (I32) or `long long` (I64); both read from the slot's first bytes.
-    values.push(n as u64);
-    let mut layout_struct: Vec<i64> = Vec::new();
+    // `n` is `unsigned int` (I32) or `long long` (I64).
+    match width {
+        IndexWidth::I32 => values.value(n as u64, 4),
+        IndexWidth::I64 => values.long(n as i64),
+    };
     if let Indexing::Strided { ndim } = indexing {
         let nd = ndim.max(1);
-        layout_struct.extend(loop_shape.iter().map(|&d| d as i64));
+        let mut layout_struct: Vec<i64> = loop_shape.iter().map(|&d| d as i64).collect();
         layout_struct.resize(nd, 1);
         let strides_of = |a: &Array| -> Result<Vec<i64>> {
             let b = a.layout().broadcast_to(&loop_shape, "ElementwiseKernel")?;
@@ -394,19 +449,13 @@ pub(crate) fn launch_on(
         if looped.is_empty() && sig.outputs.iter().all(|p| p.raw) {
             layout_struct.resize(2 * nd, 0);
         }
-    }
-    let mut kernel_params: Vec<*mut c_void> = Vec::with_capacity(values.len() + 1);
-    for v in values.iter_mut() {
-        kernel_params.push(v as *mut u64 as *mut c_void);
-    }
-    if !layout_struct.is_empty() {
-        kernel_params.push(layout_struct.as_mut_ptr() as *mut c_void);
+        values.words(layout_struct);
     }
     // SAFETY: the function was compiled from the signature these parameters follow: one device
     // pointer per array (inputs, then outputs, each valid for the elements the loop reaches),
-    // one value per scalar parameter in its declared type (little-endian, so the first bytes of
-    // each u64 slot hold narrower types), the element count, and for the strided variant the
-    // layout struct (`long long shape[nd]; long long strides[k][nd]`).
-    unsafe { loaded.launch_raw(&dev, grid, block, &mut kernel_params, &label()) }?;
+    // one value per scalar parameter in its declared type, the element count in the index
+    // type, and for the strided variant the layout struct (`long long shape[nd]; long long
+    // strides[k][nd]`).
+    unsafe { loaded.launch_args(&dev, grid, block, &mut values, &label()) }?;
     Ok(outputs)
 }

@@ -3,17 +3,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::result as drv;
-use cudarc::driver::sys::CUdeviceptr;
-
-use super::device::{driver_error, CudaDevice};
-use crate::error::Result;
+use super::device::CudaDevice;
+use super::driver::DevicePtr;
+use crate::error::{Error, Result};
 use crate::storage::Storage;
 use crate::{Array, DType};
 
 /// An array's buffer on a CUDA device: `len` elements of `dtype`.
 pub(crate) struct CudaStorage {
-    ptr: CUdeviceptr,
+    ptr: DevicePtr,
     len: usize,
     dtype: DType,
     pub(crate) device: Arc<CudaDevice>,
@@ -38,29 +36,25 @@ unsafe impl Sync for CudaStorage {}
 impl CudaStorage {
     /// `len` uninitialised elements of `dtype` on `device`. A zero-size buffer allocates nothing.
     pub(crate) fn alloc(device: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<Self> {
-        let bytes = len * dtype.size_in_bytes();
-        let ptr = if bytes == 0 {
-            0
-        } else {
-            device.bind()?;
-            let op = format!("allocate {bytes} bytes on cuda:{}", device.ordinal);
-            // SAFETY: the context is bound; the memory is only used on this device's stream
-            // (async allocation) and freed in `drop`.
-            unsafe {
-                if device.async_alloc {
-                    drv::malloc_async(device.stream.cu_stream(), bytes)
-                } else {
-                    drv::malloc_sync(bytes)
-                }
-            }
-            .map_err(|e| driver_error(&op, e))?
-        };
+        let bytes = len
+            .checked_mul(dtype.size_in_bytes())
+            .ok_or_else(|| Error::Cuda {
+                op: format!("allocate {len} x {dtype} on cuda:{}", device.ordinal),
+                msg: "the size in bytes overflows".to_string(),
+            })?;
+        let ptr = device.check(device.backend.alloc(bytes), || {
+            format!("allocate {bytes} bytes on cuda:{}", device.ordinal)
+        })?;
         Ok(CudaStorage {
             ptr,
             len,
             dtype,
             device: device.clone(),
         })
+    }
+
+    fn bytes(&self) -> usize {
+        self.len * self.dtype.size_in_bytes()
     }
 
     /// The buffer of a CUDA array (callers have checked the device).
@@ -80,70 +74,64 @@ impl CudaStorage {
     }
 
     /// The device address of element `offset` (element offsets, as layouts count them).
-    pub(crate) fn ptr_at(&self, offset: usize) -> CUdeviceptr {
-        self.ptr + (offset * self.dtype.size_in_bytes()) as CUdeviceptr
+    pub(crate) fn ptr_at(&self, offset: usize) -> DevicePtr {
+        self.ptr + (offset * self.dtype.size_in_bytes()) as DevicePtr
     }
 
     /// Copies `bytes` from the host into the buffer. Returns once the host memory may be reused.
     pub(crate) fn write_from_host(&self, bytes: &[u8]) -> Result<()> {
-        debug_assert_eq!(bytes.len(), self.len * self.dtype.size_in_bytes());
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        self.device.bind()?;
-        let op = format!("copy to cuda:{}", self.ordinal());
-        // SAFETY: the buffer holds `bytes.len()` bytes; the copy is ordered on the stream the
-        // buffer was allocated on, and the synchronisation below keeps `bytes` alive until it
-        // has been read.
-        unsafe { drv::memcpy_htod_async(self.ptr, bytes, self.device.stream.cu_stream()) }
-            .map_err(|e| driver_error(&op, e))?;
-        self.device.synchronize()
+        debug_assert_eq!(bytes.len(), self.bytes());
+        // SAFETY: the buffer holds `bytes.len()` bytes.
+        let r = unsafe { self.device.backend.copy_htod(self.ptr, bytes) };
+        self.device
+            .check(r, || format!("copy to cuda:{}", self.ordinal()))
     }
 
     /// Copies `out.len()` bytes from element `offset` on to the host, after every queued
     /// operation that writes them.
     pub(crate) fn read_to_host(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        debug_assert!(
-            offset * self.dtype.size_in_bytes() + out.len()
-                <= self.len * self.dtype.size_in_bytes()
-        );
-        if out.is_empty() {
-            return Ok(());
-        }
-        self.device.bind()?;
-        let op = format!("copy from cuda:{}", self.ordinal());
-        // SAFETY: the range lies inside the buffer (asserted above); the stream is synchronised before `out` is read.
-        unsafe { drv::memcpy_dtoh_async(out, self.ptr_at(offset), self.device.stream.cu_stream()) }
-            .map_err(|e| driver_error(&op, e))?;
-        self.device.synchronize()
+        debug_assert!(offset * self.dtype.size_in_bytes() + out.len() <= self.bytes());
+        // SAFETY: the range lies inside the buffer (asserted above).
+        let r = unsafe { self.device.backend.copy_dtoh(out, self.ptr_at(offset)) };
+        self.device
+            .check(r, || format!("copy from cuda:{}", self.ordinal()))
+    }
+
+    /// Fills the buffer with the elements of `src` (on any device) from element `offset` on.
+    pub(crate) fn copy_from(&self, src: &CudaStorage, offset: usize) -> Result<()> {
+        debug_assert_eq!(self.dtype, src.dtype);
+        debug_assert!(offset + self.len <= src.len);
+        // SAFETY: both ranges lie in their buffers (asserted above).
+        let r = unsafe {
+            self.device.backend.copy_dtod(
+                self.ptr,
+                &src.device.backend,
+                src.ptr_at(offset),
+                self.bytes(),
+            )
+        };
+        self.device.check(r, || {
+            format!(
+                "copy from cuda:{} to cuda:{}",
+                src.ordinal(),
+                self.ordinal()
+            )
+        })
     }
 
     /// Fills the buffer with zero bytes (zero for every dtype).
     pub(crate) fn zero(&self) -> Result<()> {
-        let bytes = self.len * self.dtype.size_in_bytes();
-        if bytes == 0 {
-            return Ok(());
-        }
-        self.device.bind()?;
-        // SAFETY: the buffer holds `bytes` bytes; ordered on its stream.
-        unsafe { drv::memset_d8_async(self.ptr, 0, bytes, self.device.stream.cu_stream()) }
-            .map_err(|e| driver_error("memset", e))
+        // SAFETY: the buffer holds `self.bytes()` bytes.
+        let r = unsafe { self.device.backend.memset(self.ptr, 0, self.bytes()) };
+        self.device
+            .check(r, || format!("memset on cuda:{}", self.ordinal()))
     }
 }
 
 impl Drop for CudaStorage {
     fn drop(&mut self) {
-        if self.ptr == 0 || self.device.bind().is_err() {
-            return;
-        }
-        // SAFETY: the pointer came from the matching allocation call and is freed once, on the
-        // stream that orders every kernel that used it, so queued work finishes first.
-        let _ = unsafe {
-            if self.device.async_alloc {
-                drv::free_async(self.ptr, self.device.stream.cu_stream())
-            } else {
-                drv::free_sync(self.ptr)
-            }
-        };
+        // SAFETY: the pointer came from this device's allocation and is freed once, ordered
+        // after every kernel that used it.
+        unsafe { self.device.backend.free(self.ptr) };
     }
 }

@@ -5,6 +5,11 @@
 //! used. A machine without a driver gets [`Error::CudaUnavailable`](crate::Error) from every
 //! CUDA entry point, never a panic.
 //!
+//! Every device is reached through one narrow driver interface (`driver.rs`), implemented by the
+//! real CUDA driver and by kusari's **emulated CUDA device**, which runs the same kernels and
+//! launch code on the host: set `KUSARI_CUDA_EMULATE=1` (or call [`emulate`]) to run CUDA code
+//! where there is no GPU.
+//!
 //! ```
 //! use kusari::{cuda, Array, Device, DType};
 //! let x = Array::ones(&[3], DType::F32);
@@ -18,12 +23,18 @@
 //! ```
 
 mod device;
+mod driver;
+mod emulator;
 mod launch;
 mod memory;
 mod ops;
 
 pub use crate::kernel::KernelStats;
-pub use device::{device_count, is_available, properties, synchronize, unavailable_reason};
+pub use device::{
+    device_count, device_properties, is_available, properties, synchronize, unavailable_reason,
+};
+pub use driver::{emulate, is_emulated, DeviceProperties};
+pub use emulator::emulated_bytes_in_use;
 pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;

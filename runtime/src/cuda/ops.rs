@@ -3,14 +3,12 @@
 //! for integers and where cuBLAS is missing).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
-
-use cudarc::cublas::result as blas;
-use cudarc::cublas::sys as blas_sys;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
 
 use super::device::{device, CudaDevice};
+use super::driver::{Gemm, GemmType};
 use super::launch::{launch, launch_source, Loaded};
 use super::memory::CudaStorage;
 use crate::cpu::Reduction;
@@ -31,11 +29,18 @@ fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
 /// `a` (on any device) copied to `cuda:ordinal`.
 pub(crate) fn to_device(a: &Array, ordinal: usize) -> Result<Array> {
     let op = format!("to_device(cuda:{ordinal})");
-    if !a.device().is_cpu() {
-        // Across devices through the host: simple, and rare next to kernels.
-        return to_device(&to_host(a)?, ordinal);
-    }
     let dev = device(ordinal, &op)?;
+    if !a.device().is_cpu() {
+        // From another device: a device-to-device copy of its contiguous elements.
+        let a = contiguous(a)?;
+        let src = CudaStorage::of(&a);
+        let dst = CudaStorage::alloc(&dev, a.size(), a.dtype())?;
+        dst.copy_from(src, a.layout().offset())?;
+        return Ok(Array::from_storage(
+            Storage::Cuda(dst),
+            Layout::contiguous(a.shape()),
+        ));
+    }
     let dst = CudaStorage::alloc(&dev, a.size(), a.dtype())?;
     with_dtype!(a.dtype(), T => {
         let host = a.host::<T>("to_device")?.to_cow();
@@ -52,10 +57,27 @@ pub(crate) fn to_host(a: &Array) -> Result<Array> {
     let a = a.contiguous()?;
     let s = CudaStorage::of(&a);
     let n = a.size();
+    if a.dtype() == DType::Bool {
+        // Any byte may come back (memory a kernel did not write): only 0 and 1 are bools.
+        let mut bytes = vec![0u8; n];
+        s.read_to_host(a.layout().offset(), &mut bytes)?;
+        if let Some(i) = bytes.iter().position(|&b| b > 1) {
+            return Err(Error::Cuda {
+                op: format!("copy a bool array from {}", a.device()),
+                msg: format!(
+                    "element {i} holds the byte {:#04x}, which is not a bool (0 or 1): memory no kernel wrote?",
+                    bytes[i]
+                ),
+            });
+        }
+        let v: Vec<bool> = bytes.into_iter().map(|b| b == 1).collect();
+        return Ok(Array::from_cpu_vec(v, a.shape()));
+    }
     with_dtype!(a.dtype(), T => {
         let mut v: Vec<T> = Vec::with_capacity(n);
         // SAFETY: the spare capacity is `n` elements; `read_to_host` fills every byte with
-        // values the device computed for `T` (bool bytes are 0 or 1) before `set_len`.
+        // values the device wrote for `T` (not bool: handled above; every bit pattern is a
+        // valid number) before `set_len`.
         unsafe {
             let bytes = std::slice::from_raw_parts_mut(
                 v.as_mut_ptr().cast::<u8>(),
@@ -72,7 +94,8 @@ pub(crate) fn to_host(a: &Array) -> Result<Array> {
 pub(crate) fn full(shape: &[usize], value: f64, dtype: DType, ordinal: usize) -> Result<Array> {
     let dev = device(ordinal, &format!("full_on(cuda:{ordinal})"))?;
     let n: usize = shape.iter().product();
-    if value == 0.0 {
+    // All-zero bytes are +0 in every dtype; -0.0 needs its sign bit, so it goes to the kernel.
+    if value == 0.0 && value.is_sign_positive() {
         let s = CudaStorage::alloc(&dev, n, dtype)?;
         s.zero()?;
         return Ok(Array::from_storage(
@@ -125,7 +148,7 @@ pub(crate) fn reduce(a: &Array, axes: &[usize], kind: Reduction) -> Result<Array
     if rows > 0 {
         let src = contiguous(&a.transpose(Some(&perm))?)?;
         let loaded = reduction_function(&dev, reduction_kind(kind), a.dtype())?;
-        let grid = rows.min(dev.sm_count as usize * 32).max(1) as u32;
+        let grid = rows.min(dev.sm_count() as usize * 32).max(1) as u32;
         let mut values: [u64; 4] = [
             CudaStorage::of(&src).ptr_at(src.layout().offset()),
             out.ptr_at(0),
@@ -183,9 +206,9 @@ pub(crate) fn matmul(
     let b = contiguous(&b.broadcast_to(&b_shape)?)?;
     let batches: usize = batch.iter().product();
     let fits = |x: usize| i32::try_from(x).is_ok();
-    let blas_ok = matches!(a.dtype(), DType::F32 | DType::F64)
+    let blas_ok = GemmType::of(a.dtype()).is_some()
         && [n, k, m, batches].into_iter().all(fits)
-        && cublas_present();
+        && dev.backend.has_blas();
     if !blas_ok {
         return Ok(launch(
             &MATMUL,
@@ -209,17 +232,6 @@ pub(crate) fn matmul(
     ))
 }
 
-fn cublas_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: only tries to open the shared library.
-    *PRESENT.get_or_init(|| unsafe { blas_sys::is_culib_present() })
-}
-
-/// A cuBLAS handle per device, bound to the device's stream.
-struct Handle(blas_sys::cublasHandle_t);
-// SAFETY: a handle is used under the lock of the table that owns it, one thread at a time.
-unsafe impl Send for Handle {}
-
 fn gemm(
     dev: &CudaDevice,
     a: &Array,
@@ -228,78 +240,32 @@ fn gemm(
     batches: usize,
     (n, k, m): (usize, usize, usize),
 ) -> Result<()> {
-    static HANDLES: Mutex<Vec<(usize, Handle)>> = Mutex::new(Vec::new());
-    let blas_err = |e: blas::CublasError| Error::Cuda {
-        op: format!("matmul (cuBLAS) on cuda:{}", dev.ordinal),
-        msg: format!("{e:?}"),
-    };
-    dev.bind()?;
-    let mut handles = HANDLES.lock().unwrap_or_else(PoisonError::into_inner);
-    let handle = match handles.iter().find(|(o, _)| *o == dev.ordinal) {
-        Some((_, h)) => h.0,
-        None => {
-            let h = blas::create_handle().map_err(blas_err)?;
-            // SAFETY: `h` was just created in the bound context; the stream belongs to it.
-            unsafe { blas::set_stream(h, dev.stream.cu_stream() as _) }.map_err(blas_err)?;
-            handles.push((dev.ordinal, Handle(h)));
-            h
-        }
-    };
-    let (pa, pb, pc) = (
-        CudaStorage::of(a).ptr_at(a.layout().offset()),
-        CudaStorage::of(b).ptr_at(b.layout().offset()),
-        out.ptr_at(0),
-    );
+    let dtype = GemmType::of(a.dtype()).expect("the caller checked the dtype");
     let (n_, k_, m_) = (n as i32, k as i32, m as i32);
-    let (sa, sb, sc) = ((n * k) as i64, (k * m) as i64, (n * m) as i64);
-    let op_n = blas_sys::cublasOperation_t::CUBLAS_OP_N;
     // Row-major C[n, m] = A[n, k] B[k, m] is column-major C^T[m, n] = B^T[m, k] A^T[k, n]:
     // the row-major buffers are already the transposes cuBLAS sees.
+    let g = Gemm {
+        dtype,
+        trans_a: false,
+        trans_b: false,
+        m: m_,
+        n: n_,
+        k: k_,
+        alpha: 1.0,
+        a: CudaStorage::of(b).ptr_at(b.layout().offset()),
+        lda: m_,
+        stride_a: (k * m) as i64,
+        b: CudaStorage::of(a).ptr_at(a.layout().offset()),
+        ldb: k_,
+        stride_b: (n * k) as i64,
+        beta: 0.0,
+        c: out.ptr_at(0),
+        ldc: m_,
+        stride_c: (n * m) as i64,
+        batch: batches as i32,
+    };
     // SAFETY: the pointers address contiguous buffers of `batches` matrices of the stated
-    // sizes on this device; the handle is bound to its stream and used under the lock.
-    unsafe {
-        match a.dtype() {
-            DType::F32 => blas::sgemm_strided_batched(
-                handle,
-                op_n,
-                op_n,
-                m_,
-                n_,
-                k_,
-                &1.0f32,
-                pb as *const f32,
-                m_,
-                sb,
-                pa as *const f32,
-                k_,
-                sa,
-                &0.0f32,
-                pc as *mut f32,
-                m_,
-                sc,
-                batches as i32,
-            ),
-            _ => blas::dgemm_strided_batched(
-                handle,
-                op_n,
-                op_n,
-                m_,
-                n_,
-                k_,
-                &1.0f64,
-                pb as *const f64,
-                m_,
-                sb,
-                pa as *const f64,
-                k_,
-                sa,
-                &0.0f64,
-                pc as *mut f64,
-                m_,
-                sc,
-                batches as i32,
-            ),
-        }
-    }
-    .map_err(blas_err)
+    // sizes on this device.
+    let r = unsafe { dev.backend.gemm(&g) };
+    dev.check(r, || format!("matmul (cuBLAS) on cuda:{}", dev.ordinal))
 }

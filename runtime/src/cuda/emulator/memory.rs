@@ -1,0 +1,196 @@
+//! Emulated device memory: device pointers are host addresses, each allocation is fenced so that
+//! a kernel's mistakes fail loudly instead of passing.
+//!
+//! - Every allocation gets its own mapping with an inaccessible guard page before and after it,
+//!   and ends exactly where the trailing guard page starts: reading or writing one element past
+//!   the end (or far before the start) crashes with `SIGSEGV`. The start is therefore aligned to
+//!   the largest power of two dividing the size (the element size, for an array).
+//! - Fresh memory is filled with [`POISON`] bytes: NaN in every float type, -1 in every integer
+//!   type, an invalid `bool`. An output a kernel forgets to write shows up.
+//! - Freed memory is made inaccessible and its pages are handed back; the address range stays
+//!   reserved for a while (a quarantine), so a use after free crashes rather than reading the
+//!   next allocation.
+//! - Copies and GEMM operands are checked against the allocation they address.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::cuda::driver::{DevicePtr, DriverResult};
+
+/// The byte fresh allocations are filled with.
+pub(crate) const POISON: u8 = 0xff;
+
+/// Freed ranges kept reserved (inaccessible) before their addresses may be reused.
+const QUARANTINE: usize = 4096;
+
+struct Allocation {
+    /// The mapping (guard pages included).
+    base: usize,
+    map_len: usize,
+    bytes: usize,
+    ordinal: usize,
+}
+
+#[derive(Default)]
+struct State {
+    live: BTreeMap<DevicePtr, Allocation>,
+    live_bytes: usize,
+    quarantine: VecDeque<(usize, usize)>,
+}
+
+fn state() -> &'static Mutex<State> {
+    static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+    STATE.get_or_init(Default::default)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, State> {
+    state().lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| {
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    })
+}
+
+/// The most the emulated devices of a process may hold together: half the host's memory.
+pub(crate) fn capacity() -> usize {
+    static CAPACITY: OnceLock<usize> = OnceLock::new();
+    *CAPACITY.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+        usize::try_from(pages)
+            .ok()
+            .and_then(|p| p.checked_mul(page_size()))
+            .map_or(8 << 30, |total| total / 2)
+    })
+}
+
+/// `bytes` fresh, poisoned bytes on emulated device `ordinal`.
+pub(crate) fn alloc(ordinal: usize, bytes: usize) -> DriverResult<DevicePtr> {
+    let page = page_size();
+    let too_big = || {
+        format!(
+            "CUDA_ERROR_OUT_OF_MEMORY: the emulated cuda:{ordinal} cannot allocate {bytes} bytes \
+             (the emulated devices may hold {} bytes together, half of this host's memory)",
+            capacity()
+        )
+    };
+    let data = bytes.checked_next_multiple_of(page).ok_or_else(too_big)?;
+    let map_len = data.checked_add(2 * page).ok_or_else(too_big)?;
+    {
+        let s = lock();
+        if s.live_bytes.saturating_add(bytes) > capacity() {
+            return Err(too_big());
+        }
+    }
+    // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(too_big());
+    }
+    let base = base as usize;
+    // SAFETY: the data pages lie inside the mapping just made.
+    let ok = unsafe {
+        libc::mprotect(
+            (base + page) as *mut libc::c_void,
+            data,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )
+    } == 0;
+    if !ok {
+        // SAFETY: the mapping was made above and is not used.
+        unsafe { libc::munmap(base as *mut libc::c_void, map_len) };
+        return Err(too_big());
+    }
+    let start = base + page + data - bytes;
+    // SAFETY: `start..start + bytes` lies in the writable data pages.
+    unsafe { std::ptr::write_bytes(start as *mut u8, POISON, bytes) };
+    let mut s = lock();
+    s.live_bytes += bytes;
+    s.live.insert(
+        start as DevicePtr,
+        Allocation {
+            base,
+            map_len,
+            bytes,
+            ordinal,
+        },
+    );
+    Ok(start as DevicePtr)
+}
+
+/// Frees an allocation: its pages become inaccessible and go back to the OS; its addresses stay
+/// reserved while in the quarantine.
+pub(crate) fn free(ptr: DevicePtr) {
+    let mut s = lock();
+    let Some(a) = s.live.remove(&ptr) else {
+        // Freeing what is not allocated: the caller's bug, but never a crash here.
+        tracing::error!(target: "kusari::cuda", "emulated device: free of {ptr:#x}, which is not allocated");
+        return;
+    };
+    s.live_bytes -= a.bytes;
+    // SAFETY: the mapping belongs to this allocation, which no longer exists.
+    unsafe {
+        libc::madvise(a.base as *mut libc::c_void, a.map_len, libc::MADV_DONTNEED);
+        libc::mprotect(a.base as *mut libc::c_void, a.map_len, libc::PROT_NONE);
+    }
+    s.quarantine.push_back((a.base, a.map_len));
+    while s.quarantine.len() > QUARANTINE {
+        if let Some((base, len)) = s.quarantine.pop_front() {
+            // SAFETY: a quarantined mapping, unmapped once.
+            unsafe { libc::munmap(base as *mut libc::c_void, len) };
+        }
+    }
+}
+
+/// Where `ptr` points: `(the allocation's start, its size, its device)`, when it points into (or
+/// just past) a live allocation.
+pub(crate) fn find(ptr: DevicePtr) -> Option<(DevicePtr, usize, usize)> {
+    let s = lock();
+    let (&start, a) = s.live.range(..=ptr).next_back()?;
+    (ptr <= start + a.bytes as u64).then_some((start, a.bytes, a.ordinal))
+}
+
+/// Checks that `len` bytes at `ptr` lie in one live allocation of device `ordinal`; `what`
+/// names the access.
+pub(crate) fn check_range(
+    ordinal: usize,
+    ptr: DevicePtr,
+    len: usize,
+    what: &str,
+) -> DriverResult<()> {
+    let Some((start, bytes, owner)) = find(ptr) else {
+        return Err(format!(
+            "{what}: {ptr:#x} is not memory of any emulated device (a host pointer, or freed)"
+        ));
+    };
+    if owner != ordinal {
+        return Err(format!(
+            "{what}: {ptr:#x} is memory of cuda:{owner}, not of cuda:{ordinal}"
+        ));
+    }
+    let end = ptr.checked_add(len as u64);
+    if end.is_none_or(|end| end > start + bytes as u64) {
+        return Err(format!(
+            "{what}: {len} bytes at {ptr:#x} overrun its allocation ({bytes} bytes at {start:#x})"
+        ));
+    }
+    Ok(())
+}
+
+/// Bytes the emulated devices hold now.
+pub(crate) fn live_bytes() -> usize {
+    lock().live_bytes
+}

@@ -1,0 +1,133 @@
+//! kusari's emulated CUDA device: the other implementation of the driver seam
+//! ([`crate::cuda::driver`]). It runs the very kernels and launch code a GPU would, on the host,
+//! so that every CUDA path executes where there is no GPU (CI, a laptop).
+//!
+//! - **Properties**: compute capability 9.0 and an H100's 132 SMs, so launch configurations are
+//!   the real ones; the name says the device is emulated.
+//! - **Memory** ([`memory`]): device pointers are host addresses, fenced by guard pages,
+//!   poisoned when fresh, inaccessible when freed.
+//! - **Kernels** ([`compile`]): the NVRTC source behind a host shim, built by the host C++
+//!   compiler into a shared library, cached like GPU binaries.
+//! - **Execution** ([`run`]): every block and thread of the grid; real barriers; launches and
+//!   their parameters checked.
+//! - **cuBLAS** ([`blas`]): the strided-batched GEMM with cuBLAS's column-major semantics.
+//!
+//! Work is done when it is issued (the stream is always idle). Anything not emulated is an
+//! error naming it.
+
+mod blas;
+mod compile;
+mod memory;
+mod run;
+
+use std::ffi::c_void;
+
+use super::driver::{DeviceInfo, DevicePtr, DriverResult, Gemm};
+
+pub(crate) use compile::compile_cached;
+pub(crate) use run::{Kernel, Library};
+
+/// The streaming multiprocessors of the H100 the emulated device reports.
+pub(crate) const SM_COUNT: u32 = 132;
+
+/// Whether this platform can run the emulated device.
+pub(crate) fn available() -> std::result::Result<(), String> {
+    if cfg!(all(unix, target_pointer_width = "64")) {
+        Ok(())
+    } else {
+        Err("the emulated CUDA device needs a 64-bit Unix host".to_string())
+    }
+}
+
+/// One emulated device.
+#[derive(Debug)]
+pub(crate) struct EmuDevice {
+    ordinal: usize,
+}
+
+impl EmuDevice {
+    pub(crate) fn open(ordinal: usize) -> (EmuDevice, DeviceInfo) {
+        let info = DeviceInfo {
+            name: format!(
+                "kusari emulated CUDA device {ordinal} (H100 profile, runs on the host CPU)"
+            ),
+            compute_capability: (9, 0),
+            sm_count: SM_COUNT,
+            total_memory: memory::capacity(),
+            driver_version: (13, 0),
+            emulated: true,
+        };
+        (EmuDevice { ordinal }, info)
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> DriverResult<DevicePtr> {
+        memory::alloc(self.ordinal, bytes)
+    }
+
+    pub(crate) fn free(&self, ptr: DevicePtr) {
+        memory::free(ptr)
+    }
+
+    fn check(&self, ptr: DevicePtr, len: usize, what: &str) -> DriverResult<()> {
+        memory::check_range(self.ordinal, ptr, len, what)
+    }
+
+    pub(crate) fn copy_htod(&self, dst: DevicePtr, src: &[u8]) -> DriverResult<()> {
+        self.check(dst, src.len(), "cuMemcpyHtoD destination")?;
+        // SAFETY: `dst` addresses `src.len()` bytes of a live allocation (checked).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    pub(crate) fn copy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> DriverResult<()> {
+        self.check(src, dst.len(), "cuMemcpyDtoH source")?;
+        // SAFETY: `src` addresses `dst.len()` bytes of a live allocation (checked).
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    pub(crate) fn copy_dtod(
+        &self,
+        dst: DevicePtr,
+        from: &EmuDevice,
+        src: DevicePtr,
+        bytes: usize,
+    ) -> DriverResult<()> {
+        from.check(src, bytes, "cuMemcpyDtoD source")?;
+        self.check(dst, bytes, "cuMemcpyDtoD destination")?;
+        // SAFETY: both ranges lie in live allocations (checked); `copy` allows overlap.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
+        Ok(())
+    }
+
+    pub(crate) fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> DriverResult<()> {
+        self.check(dst, bytes, "cuMemsetD8")?;
+        // SAFETY: the range lies in a live allocation (checked).
+        unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes) };
+        Ok(())
+    }
+
+    /// # Safety
+    /// See [`crate::cuda::driver::Backend::launch`].
+    pub(crate) unsafe fn launch(
+        &self,
+        kernel: &Kernel,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+        sizes: &[usize],
+    ) -> DriverResult<()> {
+        // SAFETY: forwarded contract.
+        unsafe { kernel.run(self.ordinal, grid, block, shared_bytes, params, sizes) }
+    }
+
+    pub(crate) fn gemm(&self, g: &Gemm) -> DriverResult<()> {
+        blas::gemm(self.ordinal, g)
+    }
+}
+
+/// Bytes the emulated devices of this process hold.
+pub fn emulated_bytes_in_use() -> usize {
+    memory::live_bytes()
+}

@@ -1,0 +1,296 @@
+//! Loading a compiled kernel library and running a launch: every block and thread of the grid,
+//! following CUDA's semantics.
+//!
+//! - The grid's blocks are shared out among the host's cores; each block runs on one host thread
+//!   from start to end, so `__shared__` memory is per block.
+//! - A kernel that uses `__syncthreads` runs each block's threads as fibers (user-level threads
+//!   with their own stacks, switched by the shim): the barrier is real — every thread of the
+//!   block reaches it before any goes on — and a barrier that some threads of a block skip is an
+//!   error, as it is undefined in CUDA. Other kernels run their threads one after another.
+//! - Before running, the launch is checked as the GPU would (block and grid limits), and beyond:
+//!   the number of parameters, the width each was packed in against the width the kernel reads,
+//!   and that every pointer parameter addresses memory of the launching device.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::memory;
+use crate::cuda::driver::DriverResult;
+
+/// The launch description the shim reads (`kusari_emu::Launch` in `shim.hpp`).
+#[repr(C)]
+struct LaunchDesc {
+    grid: [u32; 3],
+    block: [u32; 3],
+    first_block: u64,
+    end_block: u64,
+    fibers: c_int,
+    error: *mut c_char,
+    error_len: usize,
+}
+
+type LaunchFn = unsafe extern "C" fn(*mut *mut c_void, *mut LaunchDesc) -> c_int;
+type CountFn = unsafe extern "C" fn() -> u32;
+type DescribeFn = unsafe extern "C" fn(*mut u64, *mut c_int);
+
+/// A loaded kernel library. It stays loaded for the life of the process (as modules in the
+/// upload cache do).
+pub(crate) struct Library {
+    handle: *mut c_void,
+    uses_barriers: bool,
+}
+
+// SAFETY: the handle is only used to look up symbols, which `dlsym` allows from any thread.
+unsafe impl Send for Library {}
+// SAFETY: as above.
+unsafe impl Sync for Library {}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated message owned by the C library.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dynamic-loader error".to_string()
+    } else {
+        // SAFETY: non-null, NUL-terminated (see above).
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+impl Library {
+    /// Loads a library [`super::compile_cached`] made.
+    pub(crate) fn load(image: &[u8]) -> DriverResult<Arc<Library>> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "kusari-emu-{}-module-{}.so",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&path, image)
+            .map_err(|e| format!("cannot write the kernel library to {}: {e}", path.display()))?;
+        let c_path = CString::new(path.to_string_lossy().as_bytes())
+            .map_err(|_| "the temporary directory's path contains a NUL byte".to_string())?;
+        // SAFETY: a path to a library this process just wrote; its initialisers only set up
+        // the shim's thread-local state.
+        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        let loaded = if handle.is_null() {
+            Err(format!("cannot load the kernel library: {}", dl_error()))
+        } else {
+            Ok(())
+        };
+        // The mapping outlives the file.
+        let _ = std::fs::remove_file(&path);
+        loaded?;
+        let mut lib = Library {
+            handle,
+            uses_barriers: false,
+        };
+        // SAFETY: the symbol is the `int` the compiler module defined.
+        let barriers = unsafe { lib.symbol::<c_int>("kusari_emu_uses_barriers") }?;
+        // SAFETY: as above; the library stays loaded.
+        lib.uses_barriers = unsafe { *barriers } != 0;
+        Ok(Arc::new(lib))
+    }
+
+    /// # Safety
+    /// `T` is the symbol's type.
+    unsafe fn symbol<T>(&self, name: &str) -> DriverResult<*mut T> {
+        let c = CString::new(name).map_err(|_| format!("`{name}` contains a NUL byte"))?;
+        // SAFETY: a live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
+        if p.is_null() {
+            Err(format!("CUDA_ERROR_NOT_FOUND: no `{name}` in the module"))
+        } else {
+            Ok(p.cast())
+        }
+    }
+
+    /// The kernel `name`, with what it says of its parameters.
+    pub(crate) fn kernel(self: &Arc<Self>, name: &str) -> DriverResult<Kernel> {
+        let missing = |e: String| {
+            if e.starts_with("CUDA_ERROR_NOT_FOUND") {
+                format!("CUDA_ERROR_NOT_FOUND: the module has no kernel named `{name}`")
+            } else {
+                e
+            }
+        };
+        // SAFETY: the three symbols are the functions KUSARI_EMU_ENTRY defines, with these
+        // signatures.
+        let (launch, count, describe) = unsafe {
+            (
+                std::mem::transmute::<*mut c_void, LaunchFn>(
+                    self.symbol(&format!("kusari_emu_launch_{name}"))
+                        .map_err(missing)?,
+                ),
+                std::mem::transmute::<*mut c_void, CountFn>(
+                    self.symbol(&format!("kusari_emu_param_count_{name}"))
+                        .map_err(missing)?,
+                ),
+                std::mem::transmute::<*mut c_void, DescribeFn>(
+                    self.symbol(&format!("kusari_emu_params_{name}"))
+                        .map_err(missing)?,
+                ),
+            )
+        };
+        // SAFETY: the functions take nothing / write `count` entries to each array.
+        let n = unsafe { count() } as usize;
+        let mut sizes = vec![0u64; n];
+        let mut pointers = vec![0 as c_int; n];
+        // SAFETY: both arrays have room for the `n` entries written.
+        unsafe { describe(sizes.as_mut_ptr(), pointers.as_mut_ptr()) };
+        Ok(Kernel {
+            name: name.to_string(),
+            launch,
+            sizes: sizes.into_iter().map(|s| s as usize).collect(),
+            pointers: pointers.into_iter().map(|p| p != 0).collect(),
+            library: self.clone(),
+        })
+    }
+}
+
+/// A kernel of a loaded library.
+pub(crate) struct Kernel {
+    name: String,
+    launch: LaunchFn,
+    /// Each parameter's size as the kernel declares it.
+    sizes: Vec<usize>,
+    /// Whether each parameter is a pointer.
+    pointers: Vec<bool>,
+    library: Arc<Library>,
+}
+
+/// CUDA's limits on a launch (those of compute capability 9.0).
+fn check_dims(grid: [u32; 3], block: [u32; 3], shared_bytes: u32) -> DriverResult<()> {
+    let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+    if block.contains(&0) || grid.contains(&0) {
+        return Err(format!(
+            "CUDA_ERROR_INVALID_VALUE: grid {grid:?} and block {block:?} must have no zero dimension"
+        ));
+    }
+    if threads > 1024 || block[0] > 1024 || block[1] > 1024 || block[2] > 64 {
+        return Err(format!(
+            "CUDA_ERROR_INVALID_VALUE: block {block:?} exceeds the limits (1024 threads, 1024 x 1024 x 64)"
+        ));
+    }
+    if grid[0] > i32::MAX as u32 || grid[1] > 65535 || grid[2] > 65535 {
+        return Err(format!(
+            "CUDA_ERROR_INVALID_VALUE: grid {grid:?} exceeds the limits (2^31-1 x 65535 x 65535)"
+        ));
+    }
+    if shared_bytes > 0 {
+        return Err(format!(
+            "the emulated CUDA device does not support dynamic shared memory ({shared_bytes} bytes asked)"
+        ));
+    }
+    Ok(())
+}
+
+/// The launch's parameters, shared read-only by the host threads that run its blocks.
+struct Params(*mut *mut c_void);
+// SAFETY: the kernel only reads the parameter values, which outlive the launch.
+unsafe impl Sync for Params {}
+// SAFETY: as above.
+unsafe impl Send for Params {}
+
+impl Kernel {
+    /// Checks the packed parameters against the kernel's declaration.
+    ///
+    /// # Safety
+    /// Each `params[i]` points at `sizes[i]` readable bytes.
+    unsafe fn check_params(
+        &self,
+        ordinal: usize,
+        params: &[*mut c_void],
+        sizes: &[usize],
+    ) -> DriverResult<()> {
+        let name = &self.name;
+        if params.len() != self.sizes.len() || sizes.len() != params.len() {
+            return Err(format!(
+                "CUDA_ERROR_INVALID_VALUE: kernel {name} takes {} parameters but the launch passed {}",
+                self.sizes.len(),
+                params.len()
+            ));
+        }
+        for (i, ((&declared, &packed), &is_ptr)) in
+            self.sizes.iter().zip(sizes).zip(&self.pointers).enumerate()
+        {
+            if declared != packed {
+                return Err(format!(
+                    "kernel {name}: parameter {i} is {declared} bytes wide on the device, but the \
+                     launch packed {packed} bytes (a parameter of the wrong width)"
+                ));
+            }
+            if is_ptr {
+                // SAFETY: a pointer parameter was packed in 8 bytes (checked above).
+                let p = unsafe { params[i].cast::<u64>().read_unaligned() };
+                if p != 0 {
+                    memory::check_range(ordinal, p, 0, &format!("kernel {name}: parameter {i}"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the whole grid on emulated device `ordinal`.
+    ///
+    /// # Safety
+    /// See [`crate::cuda::driver::Backend::launch`].
+    pub(crate) unsafe fn run(
+        &self,
+        ordinal: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+        sizes: &[usize],
+    ) -> DriverResult<()> {
+        check_dims(grid, block, shared_bytes)?;
+        // SAFETY: forwarded contract.
+        unsafe { self.check_params(ordinal, params, sizes) }?;
+        let blocks = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
+        let workers = rayon::current_num_threads().clamp(1, 64) as u64;
+        let chunks = workers.min(blocks);
+        let per = blocks.div_ceil(chunks);
+        let shared = Params(params.as_mut_ptr());
+        let fibers = c_int::from(self.library.uses_barriers);
+        let run_chunk = |c: u64| -> Option<String> {
+            let first = c * per;
+            let end = (first + per).min(blocks);
+            if first >= end {
+                return None;
+            }
+            let mut error = [0 as c_char; 512];
+            let mut desc = LaunchDesc {
+                grid,
+                block,
+                first_block: first,
+                end_block: end,
+                fibers,
+                error: error.as_mut_ptr(),
+                error_len: error.len(),
+            };
+            let shared = &shared;
+            // SAFETY: the entry point reads each parameter with its declared type (the widths
+            // were checked), runs the blocks `first..end`, and writes at most `error_len`
+            // bytes of message.
+            let failed = unsafe { (self.launch)(shared.0, &mut desc) } != 0;
+            failed.then(|| {
+                // SAFETY: the shim wrote a NUL-terminated message within the buffer.
+                unsafe { CStr::from_ptr(error.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned()
+            })
+        };
+        let failure = if chunks == 1 {
+            run_chunk(0)
+        } else {
+            (0..chunks).into_par_iter().find_map_any(run_chunk)
+        };
+        match failure {
+            None => Ok(()),
+            Some(msg) => Err(format!("kernel {}: {msg}", self.name)),
+        }
+    }
+}
