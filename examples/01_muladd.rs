@@ -70,8 +70,9 @@ fn main() -> Result<()> {
     println!("ok: forward_cpu ran; gx == y, gy == x, gz == 1");
 
     // forward_gpu runs for inputs on a CUDA device, when this machine has one.
-    if let Some(reason) = kusari::cuda::unavailable_reason() {
-        println!("forward_gpu not run: no GPU ({reason})");
+    if kusari::cuda::unavailable_reason().is_some() {
+        // Says why, or fails under KUSARI_REQUIRE_GPU.
+        kusari_examples::gpu_or_host()?;
         let on_gpu = xa.to_device(Device::Cuda(0));
         assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
         return Ok(());

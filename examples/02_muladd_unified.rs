@@ -51,8 +51,9 @@ fn main() -> Result<()> {
     println!("ok: d loss/dx == y, d loss/dy == x, d loss/dz == 1");
 
     // The same forward runs on a CUDA device, when this machine has one.
-    if let Some(reason) = kusari::cuda::unavailable_reason() {
-        println!("GPU run skipped: no GPU ({reason})");
+    if kusari::cuda::unavailable_reason().is_some() {
+        // Says why, or fails under KUSARI_REQUIRE_GPU.
+        kusari_examples::gpu_or_host()?;
         let on_gpu = xa.to_device(Device::Cuda(0));
         assert!(matches!(on_gpu, Err(Error::CudaUnavailable { .. })));
         return Ok(());

@@ -99,13 +99,7 @@ fn forward_backward(inputs: &[Array], device: Device) -> Result<Vec<Array>> {
 }
 
 fn main() -> Result<()> {
-    let device = match kusari::cuda::unavailable_reason() {
-        None => Device::Cuda(0),
-        Some(reason) => {
-            println!("no GPU ({reason}): running on the CPU");
-            Device::Cpu
-        }
-    };
+    let device = kusari_examples::gpu_or_host()?;
     let mut rng = Rng::seed(0);
     let xyz: Vec<Array> = (0..3)
         .map(|_| Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng))

@@ -30,7 +30,8 @@ impl Dropout {
         let (ratio, scale) = (self.ratio, 1.0 / (1.0 - self.ratio));
         let mask = u
             .map(|u: f64| if u >= ratio { scale } else { 0.0 })?
-            .astype(x.dtype())?;
+            .astype(x.dtype())?
+            .to_device(x.device())?;
         let y = (x * &mask)?;
         self.mask = Some(mask);
         Ok(y)

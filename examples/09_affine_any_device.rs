@@ -11,13 +11,7 @@ use kusari::{default_device, using_device};
 use kusari_examples::allclose;
 
 fn main() -> Result<()> {
-    let device = match kusari::cuda::unavailable_reason() {
-        None => Device::Cuda(0),
-        Some(reason) => {
-            println!("no GPU ({reason}): running on the host");
-            Device::Cpu
-        }
-    };
+    let device = kusari_examples::gpu_or_host()?;
     let _scope = using_device(device)?;
     println!("default device: {}", default_device());
 

@@ -137,13 +137,7 @@ pub fn accuracy(model: &Mlp, data: &Digits, device: Device) -> Result<f64> {
 }
 
 fn main() -> Result<()> {
-    let device = match kusari::cuda::unavailable_reason() {
-        None => Device::Cuda(0),
-        Some(reason) => {
-            println!("no GPU ({reason}): training on the host");
-            Device::Cpu
-        }
-    };
+    let device = kusari_examples::gpu_or_host()?;
     println!("training on {device}: {EPOCHS} epochs, minibatches of {BATCH_SIZE}");
 
     let bar = epoch_bar(EPOCHS);

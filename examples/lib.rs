@@ -8,7 +8,14 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kusari::random::Rng;
-use kusari::{Array, Error, Result};
+use kusari::{Array, Device, Error, Result};
+
+/// `cuda:0` when kusari finds a CUDA device (a GPU, or the emulated device under
+/// `KUSARI_CUDA_EMULATE=1`), else the host after saying why. Under `KUSARI_REQUIRE_GPU` a
+/// missing device is an error, so that CI cannot pass an example's GPU path without running it.
+pub fn gpu_or_host() -> Result<Device> {
+    Ok(kusari::testing::cuda_or_skip("the example's GPU path")?.unwrap_or(Device::Cpu))
+}
 
 /// Whether `actual` and `expected` have one shape and agree elementwise within
 /// `tol * (1 + |expected|)`, whatever their dtypes.

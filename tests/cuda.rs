@@ -22,14 +22,10 @@ mod muladd_kernel;
 
 // ----- helpers -----
 
-/// `cuda:0`, or `None` after printing why the test skips.
+/// `cuda:0`, or `None` after printing why the test skips (a failure under
+/// `KUSARI_REQUIRE_GPU`).
 fn gpu(test: &str) -> Option<Device> {
-    if cuda::is_available() {
-        return Some(Device::Cuda(0));
-    }
-    let reason = cuda::unavailable_reason().unwrap_or_else(|| "CUDA is not available".into());
-    eprintln!("SKIPPED {test}: {reason}");
-    None
+    kusari::testing::cuda_or_skip(test).unwrap_or_else(|e| panic!("{e}"))
 }
 
 static SUITE: RwLock<()> = RwLock::new(());

@@ -1127,15 +1127,10 @@ fn assert_allclose_compares_mixed_dtypes_in_f64() -> Result<()> {
 
 // ----- devices -----
 
-/// `cuda:0`, or `None` after printing why the test skips.
+/// `cuda:0`, or `None` after printing why the test skips (a failure under
+/// `KUSARI_REQUIRE_GPU`).
 fn gpu(test: &str) -> Option<Device> {
-    if kusari::cuda::is_available() {
-        return Some(Device::Cuda(0));
-    }
-    let reason =
-        kusari::cuda::unavailable_reason().unwrap_or_else(|| "CUDA is not available".into());
-    eprintln!("SKIPPED {test}: {reason}");
-    None
+    kusari::testing::cuda_or_skip(test).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

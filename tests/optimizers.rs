@@ -730,12 +730,9 @@ fn sgd_and_adam_minimise_a_quadratic() -> Result<()> {
 
 #[test]
 fn on_cuda_the_update_matches_the_host() -> Result<()> {
-    if !kusari::cuda::is_available() {
-        let reason = kusari::cuda::unavailable_reason().unwrap_or_default();
-        eprintln!("SKIPPED on_cuda_the_update_matches_the_host: {reason}");
+    let Some(gpu) = kusari::testing::cuda_or_skip("on_cuda_the_update_matches_the_host")? else {
         return Ok(());
-    }
-    let gpu = Device::Cuda(0);
+    };
     let make = || -> Vec<Box<dyn Optimizer>> {
         vec![
             Box::new(SGD::new().lr(0.1).with_hook(WeightDecay::new(0.1))),

@@ -321,11 +321,9 @@ fn a_lazy_parameter_takes_the_file_shape() -> Result<()> {
 
 #[test]
 fn values_go_to_the_parameters_device() -> Result<()> {
-    if !kusari::cuda::is_available() {
-        eprintln!("SKIPPED values_go_to_the_parameters_device: CUDA is not available");
+    let Some(gpu) = kusari::testing::cuda_or_skip("values_go_to_the_parameters_device")? else {
         return Ok(());
-    }
-    let gpu = Device::Cuda(0);
+    };
     let saved = every_dtype();
     saved.to_device(gpu)?;
     let bytes = save_to_bytes(&saved)?;

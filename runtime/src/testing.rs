@@ -83,6 +83,8 @@ pub struct OpTest {
     dtypes: Vec<DType>,
     layouts: Vec<InputLayout>,
     no_grads: Option<Vec<bool>>,
+    /// The gradient checks' numerical dtype, when not the default float64.
+    numerical_dtype: Option<Option<DType>>,
     forward_tol: [(f64, f64); 2],
     backward_tol: [(f64, f64); 2],
     double_backward: bool,
@@ -109,6 +111,7 @@ impl OpTest {
             dtypes: vec![DType::F32, DType::F64],
             layouts: InputLayout::ALL.to_vec(),
             no_grads: None,
+            numerical_dtype: None,
             forward_tol: [(1e-5, 1e-4), (1e-12, 1e-10)],
             backward_tol: [(1e-3, 1e-2), (1e-6, 1e-5)],
             double_backward: true,
@@ -162,6 +165,14 @@ impl OpTest {
         self
     }
 
+    /// The dtype the gradient checks evaluate finite differences in: by default float64 (the
+    /// inputs are cast), `None` for each input's own dtype — for an op that takes only some
+    /// dtypes, such as a kernel declared for `float32`.
+    pub fn numerical_dtype(mut self, dtype: Option<DType>) -> Self {
+        self.numerical_dtype = Some(dtype);
+        self
+    }
+
     /// Skips the double-backward check (for ops whose gradient is not differentiable).
     pub fn no_double_backward(mut self) -> Self {
         self.double_backward = false;
@@ -209,10 +220,7 @@ impl OpTest {
     /// that layout.
     fn each(&self, check: impl Fn(&[Array], DType) -> Result<()>) -> Result<()> {
         let mut devices = vec![Device::Cpu];
-        match crate::cuda::unavailable_reason() {
-            None => devices.push(Device::Cuda(0)),
-            Some(reason) => eprintln!("SKIPPED {} on cuda:0: {reason}", self.name),
-        }
+        devices.extend(cuda_or_skip(&format!("{} on cuda:0", self.name))?);
         for &device in &devices {
             for &dtype in &self.dtypes {
                 let drawn = self.draw(dtype)?;
@@ -271,6 +279,9 @@ impl OpTest {
             .seed(self.seed);
         if let Some(n) = &self.no_grads {
             o = o.no_grads(n);
+        }
+        if let Some(d) = self.numerical_dtype {
+            o = o.dtype(d);
         }
         o
     }
@@ -391,4 +402,29 @@ macro_rules! op_tests {
             }
         }
     };
+}
+
+/// The environment variable that turns every "SKIPPED: no GPU" into a failure: CI sets it where
+/// the emulated CUDA device (or a GPU) must run every CUDA test.
+pub const REQUIRE_GPU_VAR: &str = "KUSARI_REQUIRE_GPU";
+
+/// Whether `KUSARI_REQUIRE_GPU` is set (to anything but empty or `0`).
+pub fn gpu_required() -> bool {
+    std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| !v.trim().is_empty() && v.trim() != "0")
+}
+
+/// `cuda:0` when a CUDA device (a GPU or the emulated device) can be used; otherwise why not:
+/// an error when [`gpu_required`], else `Ok(None)` after printing `SKIPPED {what}: {reason}`.
+pub fn cuda_or_skip(what: &str) -> Result<Option<Device>> {
+    let Some(reason) = crate::cuda::unavailable_reason() else {
+        return Ok(Some(Device::Cuda(0)));
+    };
+    if gpu_required() {
+        return Err(Error::CudaUnavailable {
+            op: format!("{what} ({REQUIRE_GPU_VAR} is set, so it may not skip)"),
+            reason,
+        });
+    }
+    eprintln!("SKIPPED {what}: {reason}");
+    Ok(None)
 }
