@@ -146,17 +146,27 @@ impl Loaded {
         args: &mut KernelArgs,
         op: &str,
     ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_dims(dev, [grid, 1, 1], [block, 1, 1], args, op) }
+    }
+
+    /// [`Loaded::launch_args`] with a three-dimensional grid and block.
+    ///
+    /// # Safety
+    /// As for [`Loaded::launch_args`].
+    pub(crate) unsafe fn launch_dims(
+        &self,
+        dev: &CudaDevice,
+        grid: [u32; 3],
+        block: [u32; 3],
+        args: &mut KernelArgs,
+        op: &str,
+    ) -> Result<()> {
         let (mut params, widths) = args.params();
         // SAFETY: the caller upholds the parameter contract; `args` outlives the launch.
         let r = unsafe {
-            dev.backend.launch(
-                &self.function,
-                [grid, 1, 1],
-                [block, 1, 1],
-                0,
-                &mut params,
-                &widths,
-            )
+            dev.backend
+                .launch(&self.function, grid, block, 0, &mut params, &widths)
         };
         dev.check(r, || format!("launch {op} on cuda:{}", dev.ordinal))?;
         LAUNCHES.fetch_add(1, Ordering::Relaxed);

@@ -92,8 +92,15 @@ pub(crate) fn to_host(a: &Array) -> Result<Array> {
 
 /// A new array of `shape` filled with `value` on `cuda:ordinal`.
 pub(crate) fn full(shape: &[usize], value: f64, dtype: DType, ordinal: usize) -> Result<Array> {
-    let dev = device(ordinal, &format!("full_on(cuda:{ordinal})"))?;
-    let n: usize = shape.iter().product();
+    let op = || format!("full_on(cuda:{ordinal})");
+    let dev = device(ordinal, &op())?;
+    let n = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| Error::Cuda {
+            op: op(),
+            msg: format!("the element count of shape {shape:?} overflows"),
+        })?;
     // All-zero bytes are +0 in every dtype; -0.0 needs its sign bit, so it goes to the kernel.
     if value == 0.0 && value.is_sign_positive() {
         let s = CudaStorage::alloc(&dev, n, dtype)?;

@@ -279,8 +279,9 @@ mod tests {
             e.contains("CUBLAS_STATUS_INVALID_VALUE") && e.contains("lda = 1"),
             "{e}"
         );
-        g.lda = 2;
+        // A 3 x 1 A where 2 elements were allocated.
         g.m = 3;
+        g.lda = 3;
         g.ldc = 3;
         let e = gemm(0, &g).unwrap_err();
         assert!(e.contains("overrun"), "{e}");

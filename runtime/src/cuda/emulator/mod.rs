@@ -20,6 +20,9 @@ mod compile;
 mod memory;
 mod run;
 
+#[cfg(test)]
+mod tests;
+
 use std::ffi::c_void;
 
 use super::driver::{DeviceInfo, DevicePtr, DriverResult, Gemm};

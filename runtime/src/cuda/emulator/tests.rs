@@ -1,0 +1,285 @@
+//! The emulated device's execution model and launch checks, with hand-written kernels launched
+//! through the same seam and upload path a GPU launch takes.
+
+use std::sync::Arc;
+
+use kusari_kernels::codegen::KernelSource;
+
+use crate::cuda::device::{device, CudaDevice};
+use crate::cuda::launch::{launch_source, KernelArgs, Loaded};
+use crate::error::Error;
+
+fn dev(ordinal: usize) -> Arc<CudaDevice> {
+    crate::cuda::emulate(2).unwrap();
+    device(ordinal, "emulator test").unwrap()
+}
+
+fn kernel(dev: &CudaDevice, name: &str, source: &str) -> crate::Result<Arc<Loaded>> {
+    let src = KernelSource {
+        entry: name.to_string(),
+        source: source.to_string(),
+    };
+    launch_source(dev, name, &src)
+}
+
+fn upload_f32(dev: &CudaDevice, v: &[f32]) -> u64 {
+    let p = dev.backend.alloc(v.len() * 4).unwrap();
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    // SAFETY: the allocation holds `v.len()` floats.
+    unsafe { dev.backend.copy_htod(p, &bytes) }.unwrap();
+    p
+}
+
+fn download_f32(dev: &CudaDevice, p: u64, n: usize) -> Vec<f32> {
+    let mut bytes = vec![0u8; n * 4];
+    // SAFETY: the allocation holds `n` floats.
+    unsafe { dev.backend.copy_dtoh(&mut bytes, p) }.unwrap();
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Each thread writes its slot of shared memory, waits at the barrier, then reads its
+/// neighbour's: without a real barrier (threads run one after another) thread t would read
+/// slot t + 1 before thread t + 1 wrote it. Then a tree sum over shared memory.
+const ROTATE_AND_SUM: &str = r#"
+extern "C" __global__ void rotate_and_sum(const float* in, float* rotated, float* sums) {
+  __shared__ float buf[256];
+  const unsigned int t = threadIdx.x;
+  const unsigned int base = blockIdx.x * 256;
+  buf[t] = in[base + t];
+  __syncthreads();
+  const float next = buf[(t + 1) % 256];
+  __syncthreads();
+  rotated[base + t] = next;
+  for (unsigned int s = 128; s > 0; s >>= 1) {
+    if (t < s) buf[t] += buf[t + s];
+    __syncthreads();
+  }
+  if (t == 0) sums[blockIdx.x] = buf[0];
+}
+"#;
+
+#[test]
+fn barriers_are_real_and_shared_memory_is_per_block() {
+    let dev = dev(0);
+    let k = kernel(&dev, "rotate_and_sum", ROTATE_AND_SUM).unwrap();
+    let blocks = 300usize;
+    let input: Vec<f32> = (0..blocks * 256).map(|i| (i % 977) as f32).collect();
+    let pin = upload_f32(&dev, &input);
+    let prot = dev.backend.alloc(blocks * 256 * 4).unwrap();
+    let psum = dev.backend.alloc(blocks * 4).unwrap();
+    k.launch(
+        &dev,
+        blocks as u32,
+        256,
+        &mut [pin, prot, psum],
+        "rotate_and_sum",
+    )
+    .unwrap();
+    let rotated = download_f32(&dev, prot, blocks * 256);
+    let sums = download_f32(&dev, psum, blocks);
+    for b in 0..blocks {
+        for t in 0..256 {
+            assert_eq!(
+                rotated[b * 256 + t],
+                input[b * 256 + (t + 1) % 256],
+                "block {b} thread {t}"
+            );
+        }
+        let want: f32 = input[b * 256..(b + 1) * 256].iter().sum();
+        assert_eq!(sums[b], want, "block {b}");
+    }
+    // SAFETY: allocated above, freed once.
+    unsafe {
+        for p in [pin, prot, psum] {
+            dev.backend.free(p);
+        }
+    }
+}
+
+#[test]
+fn a_barrier_some_threads_skip_is_an_error() {
+    let dev = dev(0);
+    let k = kernel(
+        &dev,
+        "divergent",
+        r#"extern "C" __global__ void divergent(float* out) {
+             if (threadIdx.x < 100) { __syncthreads(); }
+             out[threadIdx.x] = 1.0f;
+           }"#,
+    )
+    .unwrap();
+    let p = dev.backend.alloc(256 * 4).unwrap();
+    let e = k
+        .launch(&dev, 1, 256, &mut [p], "divergent")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("__syncthreads was not reached by every thread"),
+        "{e}"
+    );
+    assert!(e.contains("divergent"), "{e}");
+    // SAFETY: allocated above, freed once.
+    unsafe { dev.backend.free(p) };
+}
+
+#[test]
+fn every_thread_and_block_index_of_a_3d_launch_runs_once() {
+    let dev = dev(1);
+    let k = kernel(
+        &dev,
+        "ids",
+        r#"extern "C" __global__ void ids(int* out) {
+             const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+             const int thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+             atomicAdd(&out[block * (blockDim.x * blockDim.y * blockDim.z) + thread], 1);
+             atomicAdd(&out[0], 0);
+           }"#,
+    )
+    .unwrap();
+    let (grid, block) = ([3u32, 2, 2], [4u32, 2, 3]);
+    let n = 12 * 24;
+    let p = dev.backend.alloc(n * 4).unwrap();
+    // SAFETY: the buffer holds `n` ints.
+    unsafe { dev.backend.memset(p, 0, n * 4) }.unwrap();
+    let mut args = KernelArgs::default();
+    args.pointer(p);
+    // SAFETY: one pointer parameter, valid for `n` ints.
+    unsafe { k.launch_dims(&dev, grid, block, &mut args, "ids") }.unwrap();
+    let mut bytes = vec![0u8; n * 4];
+    // SAFETY: as above.
+    unsafe { dev.backend.copy_dtoh(&mut bytes, p) }.unwrap();
+    let counts: Vec<i32> = bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert!(counts.iter().all(|&c| c == 1), "{counts:?}");
+    // SAFETY: allocated above, freed once.
+    unsafe { dev.backend.free(p) };
+}
+
+#[test]
+fn a_parameter_packed_in_the_wrong_width_is_caught() {
+    let dev = dev(0);
+    let k = kernel(
+        &dev,
+        "scale",
+        r#"extern "C" __global__ void scale(float* x, const long long n, const float a) {
+             for (long long i = threadIdx.x; i < n; i += blockDim.x) x[i] *= a;
+           }"#,
+    )
+    .unwrap();
+    let p = upload_f32(&dev, &[1.0, 2.0, 3.0]);
+    let mut right = KernelArgs::default();
+    right
+        .pointer(p)
+        .long(3)
+        .value(u64::from(2.0f32.to_bits()), 4);
+    // SAFETY: the parameters match the kernel.
+    unsafe { k.launch_args(&dev, 1, 32, &mut right, "scale") }.unwrap();
+    assert_eq!(download_f32(&dev, p, 3), [2.0, 4.0, 6.0]);
+
+    // `n` packed as a 4-byte int: on a GPU the kernel would read 4 bytes of garbage with it.
+    let mut wrong = KernelArgs::default();
+    wrong
+        .pointer(p)
+        .value(3, 4)
+        .value(u64::from(2.0f32.to_bits()), 4);
+    // SAFETY: the emulated device checks the widths before running anything.
+    let e = unsafe { k.launch_args(&dev, 1, 32, &mut wrong, "scale") }
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("parameter 1 is 8 bytes wide on the device, but the launch packed 4 bytes"),
+        "{e}"
+    );
+    let mut short = KernelArgs::default();
+    short.pointer(p).long(3);
+    // SAFETY: as above.
+    let e = unsafe { k.launch_args(&dev, 1, 32, &mut short, "scale") }
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("takes 3 parameters but the launch passed 2"),
+        "{e}"
+    );
+    assert_eq!(download_f32(&dev, p, 3), [2.0, 4.0, 6.0], "nothing ran");
+    // SAFETY: allocated above, freed once.
+    unsafe { dev.backend.free(p) };
+}
+
+#[test]
+fn pointers_must_address_memory_of_the_launching_device() {
+    let (d0, d1) = (dev(0), dev(1));
+    let k = kernel(
+        &d0,
+        "touch",
+        r#"extern "C" __global__ void touch(float* x) { x[threadIdx.x] = 1.0f; }"#,
+    )
+    .unwrap();
+    let on1 = d1.backend.alloc(64).unwrap();
+    let e = k
+        .launch(&d0, 1, 1, &mut [on1], "touch")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("memory of cuda:1, not of cuda:0"), "{e}");
+    let host = vec![0f32; 4];
+    let e = k
+        .launch(&d0, 1, 1, &mut [host.as_ptr() as u64], "touch")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not memory of any emulated device"), "{e}");
+    // SAFETY: allocated above, freed once.
+    unsafe { d1.backend.free(on1) };
+}
+
+#[test]
+fn launch_limits_and_what_is_not_emulated_are_errors_naming_them() {
+    let dev = dev(0);
+    let k = kernel(
+        &dev,
+        "noop",
+        r#"extern "C" __global__ void noop(float* x) {}"#,
+    )
+    .unwrap();
+    let p = dev.backend.alloc(4).unwrap();
+    let e = k.launch(&dev, 1, 2048, &mut [p], "noop").unwrap_err();
+    assert!(e.to_string().contains("CUDA_ERROR_INVALID_VALUE"), "{e}");
+    let e = k.launch(&dev, 0, 32, &mut [p], "noop").unwrap_err();
+    assert!(e.to_string().contains("no zero dimension"), "{e}");
+    // SAFETY: allocated above, freed once.
+    unsafe { dev.backend.free(p) };
+
+    let e = kernel(
+        &dev,
+        "warp_sum",
+        r#"extern "C" __global__ void warp_sum(float* x) {
+             float v = x[threadIdx.x];
+             v += __shfl_down_sync(0xffffffff, v, 16);
+             x[threadIdx.x] = v;
+           }"#,
+    )
+    .err()
+    .expect("warp shuffles are not emulated");
+    assert!(matches!(e, Error::KernelCompile { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("does not support warp shuffles (`__shfl_down_sync`)"),
+        "{msg}"
+    );
+
+    let e = kernel(
+        &dev,
+        "broken",
+        "extern \"C\" __global__ void broken(float* x) {\n  x[0] = undefined_name;\n}\n",
+    )
+    .err()
+    .expect("a compile error");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("undefined_name") && msg.contains("kernel:2"),
+        "{msg}"
+    );
+}
