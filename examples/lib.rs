@@ -4,7 +4,7 @@
 //! This library holds what the examples share: comparing arrays within a tolerance, and for the
 //! training example, the handwritten-digits data set, a progress bar over epochs and a loss plot.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kusari::random::Rng;
@@ -59,21 +59,30 @@ impl Digits {
     pub const FEATURES: usize = 64;
     /// Labels run over `0..CLASSES`.
     pub const CLASSES: usize = 10;
-    /// Where the data set lives in the repository.
+    /// Where the data set lives in the repository (the path at build time).
     pub const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
+    /// Overrides [`Self::PATH`], for a binary run away from the tree it was built in (`.ci/gpu`
+    /// runs the examples on a GPU machine that has the repository at another path).
+    pub const PATH_VAR: &str = "KUSARI_DIGITS_CSV";
     const ROWS: usize = 1797;
     /// FNV-1a over every value in file order, so a changed file is caught (line endings aside).
     const CHECKSUM: u64 = 0x7768_69cc_e379_5967;
 
-    /// Reads and checks [`Self::PATH`]: an error says what is missing or malformed.
+    /// The file [`Self::load`] reads: `$KUSARI_DIGITS_CSV` when set, else [`Self::PATH`].
+    pub fn path() -> PathBuf {
+        std::env::var_os(Self::PATH_VAR).map_or_else(|| PathBuf::from(Self::PATH), PathBuf::from)
+    }
+
+    /// Reads and checks [`Self::path`]: an error says what is missing or malformed.
     pub fn load() -> Result<Digits> {
-        let csv = std::fs::read_to_string(Self::PATH).map_err(|e| {
+        let path = Self::path();
+        let csv = std::fs::read_to_string(&path).map_err(|e| {
             Error::msg(format!(
                 "cannot read the digits data set {}: {e} (it ships with the repository; see examples/data/README.md)",
-                Self::PATH
+                path.display()
             ))
         })?;
-        let malformed = |msg: String| Error::msg(format!("{}: {msg}", Self::PATH));
+        let malformed = |msg: String| Error::msg(format!("{}: {msg}", path.display()));
         let mut digits = Digits {
             pixels: Vec::new(),
             labels: Vec::new(),
