@@ -10,9 +10,15 @@ use std::process::Command;
 use kusari::prelude::*;
 use kusari::{cuda, ElementwiseKernel};
 
-/// Two emulated devices for this process (every test calls this before any other CUDA call).
-fn emulated() {
+/// Two emulated devices for this process (every test calls this before any other CUDA call);
+/// false, after printing why the test skips, where the device cannot run (no C++ compiler), and
+/// a failure there under `KUSARI_REQUIRE_GPU`.
+#[must_use]
+fn emulated(test: &str) -> bool {
     cuda::emulate(2).unwrap_or_else(|e| panic!("the emulated device: {e}"));
+    kusari::testing::cuda_or_skip(test)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .is_some()
 }
 
 /// Runs the test `name` of this binary again in a child process with `KUSARI_EMULATOR_CHILD`
@@ -37,7 +43,9 @@ fn is_child() -> bool {
 
 #[test]
 fn the_device_says_it_is_emulated_and_has_an_h100s_shape() {
-    emulated();
+    if !emulated("the_device_says_it_is_emulated_and_has_an_h100s_shape") {
+        return;
+    }
     assert!(cuda::is_emulated());
     assert_eq!(cuda::device_count(), 2);
     assert!(cuda::is_available());
@@ -62,7 +70,9 @@ static WRITE_PAST_END: ElementwiseKernel =
 
 #[test]
 fn a_kernel_writing_one_element_past_its_output_crashes() {
-    emulated();
+    if !emulated("a_kernel_writing_one_element_past_its_output_crashes") {
+        return;
+    }
     if is_child() {
         let x = Array::ones(&[1000], DType::F32)
             .to_device(Device::Cuda(0))
@@ -87,7 +97,9 @@ fn a_kernel_writing_one_element_past_its_output_crashes() {
 
 #[test]
 fn writes_inside_the_output_pass_the_same_kernel_shape() {
-    emulated();
+    if !emulated("writes_inside_the_output_pass_the_same_kernel_shape") {
+        return;
+    }
     // The crashing kernel's twin, writing inside its output: it runs, and shifts x by one.
     static SHIFT: ElementwiseKernel = ElementwiseKernel::new(
         "write_shifted",
@@ -111,7 +123,9 @@ static EVEN_ONLY: ElementwiseKernel =
 
 #[test]
 fn an_output_the_kernel_does_not_write_is_caught() {
-    emulated();
+    if !emulated("an_output_the_kernel_does_not_write_is_caught") {
+        return;
+    }
     let gpu = Device::Cuda(0);
     let x = Array::from_vec(vec![1.5f32, 2.5, 3.5, 4.5], &[4])
         .unwrap()
@@ -149,7 +163,9 @@ fn an_output_the_kernel_does_not_write_is_caught() {
 
 #[test]
 fn block_reductions_with_shared_memory_and_barriers_are_right() {
-    emulated();
+    if !emulated("block_reductions_with_shared_memory_and_barriers_are_right") {
+        return;
+    }
     // 1000 rows: one 256-thread block each, a shared-memory tree between __syncthreads.
     let (rows, len) = (1000usize, 777usize);
     let v: Vec<f64> = (0..rows * len)
@@ -166,7 +182,9 @@ fn block_reductions_with_shared_memory_and_barriers_are_right() {
 
 #[test]
 fn arrays_move_between_emulated_devices_and_mixing_them_is_an_error() {
-    emulated();
+    if !emulated("arrays_move_between_emulated_devices_and_mixing_them_is_an_error") {
+        return;
+    }
     let x = Array::from_vec(vec![1.0f32, -2.0, 3.5, 0.25, 9.0, -7.5], &[2, 3]).unwrap();
     let on0 = x.to_device(Device::Cuda(0)).unwrap();
     // A transposed view on cuda:0 copied to cuda:1 device to device.
@@ -197,7 +215,9 @@ fn arrays_move_between_emulated_devices_and_mixing_them_is_an_error() {
 
 #[test]
 fn an_allocation_the_device_cannot_hold_is_an_error() {
-    emulated();
+    if !emulated("an_allocation_the_device_cannot_hold_is_an_error") {
+        return;
+    }
     let e = Array::zeros_on(&[1 << 45], DType::F32, Device::Cuda(0)).unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("CUDA_ERROR_OUT_OF_MEMORY"), "{msg}");
@@ -209,7 +229,9 @@ fn an_allocation_the_device_cannot_hold_is_an_error() {
 
 #[test]
 fn freed_memory_is_given_back() {
-    emulated();
+    if !emulated("freed_memory_is_given_back") {
+        return;
+    }
     // Other tests allocate concurrently, but none holds more than a few tens of megabytes.
     let a = Array::zeros_on(&[1 << 24], DType::F64, Device::Cuda(0)).unwrap();
     assert!(cuda::emulated_bytes_in_use() >= 128 << 20);
@@ -222,7 +244,9 @@ fn freed_memory_is_given_back() {
 /// around every float16 rounding boundary (ties to even, subnormals, overflow) back.
 #[test]
 fn half_conversions_on_the_emulated_device_are_bit_exact() {
-    emulated();
+    if !emulated("half_conversions_on_the_emulated_device_are_bit_exact") {
+        return;
+    }
     let gpu = Device::Cuda(0);
     let all: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
     let on = Array::from_vec(all.clone(), &[all.len()])

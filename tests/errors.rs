@@ -776,14 +776,18 @@ fn invalid_device_names() {
     }
 }
 
+/// A device this machine does not have (none without a GPU; cuda:1000 with one, or on the
+/// emulated device) is `CudaUnavailable`, naming the operation and the device.
 #[test]
 fn cuda_is_unavailable_in_this_build() {
-    let err = f32s(&[2]).to_device(Device::Cuda(0)).expect_err("no CUDA");
+    let err = f32s(&[2])
+        .to_device(Device::Cuda(1000))
+        .expect_err("no cuda:1000");
     let Error::CudaUnavailable { op, .. } = &err else {
         panic!("expected CudaUnavailable, got {err:?}");
     };
-    assert_eq!(op, "to_device(cuda:0)");
-    assert_mentions(&err, &["cuda:0", "CUDA is not available"]);
+    assert_eq!(op, "to_device(cuda:1000)");
+    assert_mentions(&err, &["cuda:1000", "CUDA is not available"]);
 }
 
 // ---------------------------------------------------------------------------------------------

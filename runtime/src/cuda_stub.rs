@@ -70,6 +70,43 @@ pub fn properties(ordinal: usize) -> Result<(String, (u32, u32))> {
 
 pub use crate::fallback::host_fallback_count;
 
+/// What a CUDA device reports (none can be opened in this build).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// The device's name.
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Device memory in bytes.
+    pub total_memory: usize,
+    /// The newest CUDA version the driver supports.
+    pub driver_version: (u32, u32),
+    /// Whether the device is kusari's emulated CUDA device.
+    pub emulated: bool,
+}
+
+/// A device's properties: an error in this build.
+pub fn device_properties(ordinal: usize) -> Result<DeviceProperties> {
+    Err(unavailable(&format!("properties(cuda:{ordinal})")))
+}
+
+/// The emulated CUDA device: an error in this build, which has no CUDA backend to emulate.
+pub fn emulate(devices: usize) -> Result<()> {
+    Err(unavailable(&format!("cuda::emulate({devices})")))
+}
+
+/// Whether CUDA runs on the emulated device: never in this build.
+pub fn is_emulated() -> bool {
+    false
+}
+
+/// Bytes the emulated devices hold: none in this build.
+pub fn emulated_bytes_in_use() -> usize {
+    0
+}
+
 pub(crate) fn check_device(device: Device, op: &str) -> Result<()> {
     match device {
         Device::Cpu => Ok(()),

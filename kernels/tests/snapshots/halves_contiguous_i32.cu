@@ -1,12 +1,56 @@
 // kusari elementwise kernel `halves` (halves__contiguous_i32)
 #ifndef KUSARI_FLOAT16_DEFINED
 #define KUSARI_FLOAT16_DEFINED
+#ifndef __CUDA_ARCH__
+// Host forms of the conversions (the emulated device compiles this source for the host): IEEE
+// binary16, rounding to nearest even, as the PTX `cvt.rn` instructions below do.
+static inline unsigned short kusari_f32_to_f16(float f) {
+  const unsigned int x = __float_as_uint(f);
+  const unsigned int sign = (x >> 16) & 0x8000u;
+  const unsigned int exp = (x >> 23) & 0xffu;
+  const unsigned int man = x & 0x7fffffu;
+  if (exp == 0xffu) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
+  const int e = (int)exp - 112;  // the binary16 exponent field
+  if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
+  unsigned int q, rem, half;
+  if (e <= 0) {
+    if (e < -10) return (unsigned short)sign;
+    const unsigned int m = man | 0x800000u;
+    const unsigned int shift = (unsigned int)(14 - e);
+    q = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    half = 1u << (shift - 1u);
+  } else {
+    q = ((unsigned int)e << 10) | (man >> 13);
+    rem = man & 0x1fffu;
+    half = 0x1000u;
+  }
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return (unsigned short)(sign | q);
+}
+static inline float kusari_f16_to_f32(unsigned short h) {
+  const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  const unsigned int exp = ((unsigned int)h >> 10) & 0x1fu;
+  unsigned int man = (unsigned int)h & 0x3ffu;
+  if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+  if (exp != 0u) return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
+  if (man == 0u) return __uint_as_float(sign);
+  unsigned int s = 0;
+  while (!(man & 0x400u)) { man <<= 1; ++s; }
+  return __uint_as_float(sign | ((113u - s) << 23) | ((man & 0x3ffu) << 13));
+}
+#endif
 // IEEE binary16 in 2 bytes; arithmetic goes through float (no cuda_fp16.h needed).
 struct float16 {
   unsigned short bits;
   __device__ float16() : bits(0) {}
+#ifdef __CUDA_ARCH__
   __device__ float16(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
   __device__ operator float() const { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits)); return f; }
+#else
+  float16(float f) : bits(kusari_f32_to_f16(f)) {}
+  operator float() const { return kusari_f16_to_f32(bits); }
+#endif
   __device__ float16& operator+=(float v) { return *this = float16(float(*this) + v); }
   __device__ float16& operator-=(float v) { return *this = float16(float(*this) - v); }
   __device__ float16& operator*=(float v) { return *this = float16(float(*this) * v); }
@@ -22,7 +66,7 @@ struct bfloat16 {
   __device__ bfloat16(float f) {
     const unsigned int u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) {
-      bits = 0x7fc0;  // NaN: a quiet NaN
+      bits = (unsigned short)((u >> 16) | 0x0040u);  // NaN: quiet, keeping its sign
     } else {
       bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
     }

@@ -86,6 +86,12 @@ fn compiler_identity(cxx: &str) -> Result<String, String> {
     identity.clone()
 }
 
+/// The host C++ compiler (`$CXX`, else `c++`) and its identity, or why it cannot be used.
+pub(crate) fn host_compiler() -> Result<(String, String), String> {
+    let cxx = compiler();
+    compiler_identity(&cxx).map(|identity| (cxx, identity))
+}
+
 fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
@@ -218,8 +224,7 @@ pub(crate) fn compile_cached(
             "no `__global__ void name(...)` kernel found in the source".to_string(),
         ));
     }
-    let cxx = compiler();
-    let identity = compiler_identity(&cxx).map_err(|why| {
+    let (cxx, identity) = host_compiler().map_err(|why| {
         failed(
             src,
             format!(

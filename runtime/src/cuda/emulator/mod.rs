@@ -33,13 +33,17 @@ pub(crate) use run::{Kernel, Library};
 /// The streaming multiprocessors of the H100 the emulated device reports.
 pub(crate) const SM_COUNT: u32 = 132;
 
-/// Whether this platform can run the emulated device.
+/// Whether this machine can run the emulated device: a 64-bit Unix host with a C++ compiler.
 pub(crate) fn available() -> std::result::Result<(), String> {
-    if cfg!(all(unix, target_pointer_width = "64")) {
-        Ok(())
-    } else {
-        Err("the emulated CUDA device needs a 64-bit Unix host".to_string())
+    if !cfg!(all(unix, target_pointer_width = "64")) {
+        return Err("the emulated CUDA device needs a 64-bit Unix host".to_string());
     }
+    compile::host_compiler().map(|_| ()).map_err(|why| {
+        format!(
+            "the emulated CUDA device compiles kernels with the host C++ compiler, and {why}: \
+             install g++ or clang++, or set CXX"
+        )
+    })
 }
 
 /// One emulated device.
