@@ -407,6 +407,17 @@ fn full_and_zeros_on_the_gpu() {
                 close(&g, &Array::full(shape, value, dtype), EXACT, &what);
             }
         }
+        // -0.0 keeps its sign (all-zero bytes would be +0.0), as on the host.
+        if dtype.is_float() {
+            let g = Array::full_on(&[3], -0.0, dtype, dev).unwrap();
+            let bits = g.to_f64_vec().unwrap();
+            let host = Array::full(&[3], -0.0, dtype).to_f64_vec().unwrap();
+            assert!(host.iter().all(|v| *v == 0.0 && v.is_sign_negative()));
+            assert!(
+                bits.iter().all(|v| *v == 0.0 && v.is_sign_negative()),
+                "full_on(-0.0, {dtype}) gave {bits:?}"
+            );
+        }
         let z = Array::zeros_on(&[4, 5], dtype, dev).unwrap();
         assert_eq!(z.device(), dev);
         close(&z, &Array::zeros(&[4, 5], dtype), EXACT, "zeros_on");
