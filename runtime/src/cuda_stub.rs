@@ -70,22 +70,7 @@ pub fn properties(ordinal: usize) -> Result<(String, (u32, u32))> {
 
 pub use crate::fallback::host_fallback_count;
 
-/// What a CUDA device reports (none can be opened in this build).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceProperties {
-    /// The device's name.
-    pub name: String,
-    /// Compute capability `(major, minor)`.
-    pub compute_capability: (u32, u32),
-    /// Streaming multiprocessors.
-    pub sm_count: u32,
-    /// Device memory in bytes.
-    pub total_memory: usize,
-    /// The newest CUDA version the driver supports.
-    pub driver_version: (u32, u32),
-    /// Whether the device is kusari's emulated CUDA device.
-    pub emulated: bool,
-}
+pub use crate::device::DeviceProperties;
 
 /// A device's properties: an error in this build.
 pub fn device_properties(ordinal: usize) -> Result<DeviceProperties> {

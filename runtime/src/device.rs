@@ -108,3 +108,20 @@ pub fn using_device(device: Device) -> Result<DeviceGuard> {
         _thread_bound: std::marker::PhantomData,
     })
 }
+
+/// What a CUDA device reports when it opens ([`crate::cuda::device_properties`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// The device's name; an emulated device's says so.
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors (elementwise grids are sized from it).
+    pub sm_count: u32,
+    /// Device memory in bytes (what the emulated device lets a process allocate).
+    pub total_memory: usize,
+    /// The newest CUDA version the driver supports, e.g. `(13, 0)`.
+    pub driver_version: (u32, u32),
+    /// Whether the device is kusari's emulated CUDA device.
+    pub emulated: bool,
+}

@@ -6,7 +6,8 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use super::driver::{driver, Backend, DeviceInfo, DeviceProperties, DriverResult};
+use super::driver::{driver, Backend, DriverResult};
+use crate::device::DeviceProperties;
 use crate::error::{Error, Result};
 use crate::Device;
 
@@ -14,7 +15,7 @@ use crate::Device;
 pub(crate) struct CudaDevice {
     pub(crate) ordinal: usize,
     pub(crate) backend: Backend,
-    pub(crate) info: DeviceInfo,
+    pub(crate) info: DeviceProperties,
 }
 
 impl CudaDevice {

@@ -22,6 +22,7 @@ use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::compile::{compile_binary_cached, global_cache, target_for, Target};
 
 use super::emulator;
+use crate::device::DeviceProperties;
 use crate::error::{Error, Result};
 use crate::DType;
 
@@ -118,7 +119,7 @@ impl Driver {
     }
 
     /// Opens device `ordinal` (which the caller has checked exists).
-    pub(crate) fn open(&self, ordinal: usize) -> Result<(Backend, DeviceInfo)> {
+    pub(crate) fn open(&self, ordinal: usize) -> Result<(Backend, DeviceProperties)> {
         match self {
             Driver::Real => {
                 let (d, info) = real::RealDevice::open(ordinal)?;
@@ -140,25 +141,6 @@ impl Driver {
         }
     }
 }
-
-/// What a device reports when it opens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceProperties {
-    /// The device's name; an emulated device's says so.
-    pub name: String,
-    /// Compute capability `(major, minor)`.
-    pub compute_capability: (u32, u32),
-    /// Streaming multiprocessors (elementwise grids are sized from it).
-    pub sm_count: u32,
-    /// Device memory in bytes (what the emulated device lets a process allocate).
-    pub total_memory: usize,
-    /// The newest CUDA version the driver supports, e.g. `(13, 0)`.
-    pub driver_version: (u32, u32),
-    /// Whether the device is kusari's emulated CUDA device.
-    pub emulated: bool,
-}
-
-pub(crate) type DeviceInfo = DeviceProperties;
 
 /// A device as its driver sees it.
 pub(crate) enum Backend {

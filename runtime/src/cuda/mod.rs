@@ -29,11 +29,12 @@ mod launch;
 mod memory;
 mod ops;
 
+pub use crate::device::DeviceProperties;
 pub use crate::kernel::KernelStats;
 pub use device::{
     device_count, device_properties, is_available, properties, synchronize, unavailable_reason,
 };
-pub use driver::{emulate, is_emulated, DeviceProperties};
+pub use driver::{emulate, is_emulated};
 pub use emulator::emulated_bytes_in_use;
 pub use launch::kernel_stats;
 

@@ -19,7 +19,8 @@ use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
-use super::{DeviceInfo, DevicePtr, DriverResult, Gemm, GemmType};
+use super::{DevicePtr, DriverResult, Gemm, GemmType};
+use crate::device::DeviceProperties;
 use crate::error::{Error, Result};
 
 /// Whether `libcuda` can be loaded (without it cudarc would panic on the first driver call).
@@ -107,7 +108,7 @@ fn err(e: cudarc::driver::DriverError) -> String {
 }
 
 impl RealDevice {
-    pub(crate) fn open(ordinal: usize) -> Result<(RealDevice, DeviceInfo)> {
+    pub(crate) fn open(ordinal: usize) -> Result<(RealDevice, DeviceProperties)> {
         let op = format!("open cuda:{ordinal}");
         let fail = |e: cudarc::driver::DriverError| Error::Cuda {
             op: op.clone(),
@@ -148,7 +149,7 @@ impl RealDevice {
                 .map_err(fail)?;
             }
         }
-        let info = DeviceInfo {
+        let info = DeviceProperties {
             name,
             compute_capability: (major as u32, minor as u32),
             sm_count,

@@ -25,7 +25,8 @@ mod tests;
 
 use std::ffi::c_void;
 
-use super::driver::{DeviceInfo, DevicePtr, DriverResult, Gemm};
+use super::driver::{DevicePtr, DriverResult, Gemm};
+use crate::device::DeviceProperties;
 
 pub(crate) use compile::compile_cached;
 pub(crate) use run::{Kernel, Library};
@@ -53,8 +54,8 @@ pub(crate) struct EmuDevice {
 }
 
 impl EmuDevice {
-    pub(crate) fn open(ordinal: usize) -> (EmuDevice, DeviceInfo) {
-        let info = DeviceInfo {
+    pub(crate) fn open(ordinal: usize) -> (EmuDevice, DeviceProperties) {
+        let info = DeviceProperties {
             name: format!(
                 "kusari emulated CUDA device {ordinal} (H100 profile, runs on the host CPU)"
             ),
