@@ -110,7 +110,8 @@ pub fn parse_retain(cx: &Ctxt, attrs: &[Attribute]) -> Retain {
     retain
 }
 
-/// `#[forward_gpu(inputs = "..", outputs = "..", body = "..", params = "..", name = "..")]`.
+/// `#[forward_gpu(inputs = "..", outputs = "..", body = "..", params = "..", name = "..",
+/// dtypes = "..")]`.
 pub struct KernelAttr {
     pub attr: Attribute,
     pub inputs: Option<LitStr>,
@@ -118,6 +119,8 @@ pub struct KernelAttr {
     pub body: Option<LitStr>,
     pub params: Option<LitStr>,
     pub name: Option<LitStr>,
+    /// The dtype kind every input must have (`"float"`, `"numeric"`), checked before launching.
+    pub dtypes: Option<LitStr>,
     /// Whether a key was unknown (already reported; likely a misspelt required key).
     pub has_unknown_key: bool,
 }
@@ -139,6 +142,7 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             body: None,
             params: None,
             name: None,
+            dtypes: None,
             has_unknown_key: false,
         };
         let result = attr.parse_nested_meta(|meta| {
@@ -152,6 +156,8 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
                 &mut k.params
             } else if meta.path.is_ident(kw::NAME) {
                 &mut k.name
+            } else if meta.path.is_ident(kw::DTYPES) {
+                &mut k.dtypes
             } else {
                 k.has_unknown_key = true;
                 return unknown_key(cx, &meta, kw::KERNEL_ATTR, kw::KERNEL_KEYS);

@@ -155,7 +155,14 @@ fn kernel_launch(node: &Node<'_>, k: &attr::KernelAttr, args: &[TokenStream]) ->
             .iter()
             .map(|p| format_ident!("{}", p.name))
             .collect();
+    // The dtype restriction is checked before anything is compiled, with the error the host
+    // forward gives (UnsupportedDType naming the op).
+    let dtype_check = k.dtypes.as_ref().map(|d| {
+        let op = node.wrapper_name();
+        quote!(#krate::macro_support::require_dtypes(#op, &[#(#args),*], #d)?;)
+    });
     quote! {
+        #dtype_check
         let params = [#(#krate::macro_support::KernelScalar::to_kernel_scalar(&self.#fields)),*];
         <#ty>::KERNELS[0].launch(&[#(#args),*], &params)
     }

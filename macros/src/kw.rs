@@ -23,7 +23,11 @@ pub const INPUTS: &str = "inputs";
 pub const OUTPUTS: &str = "outputs";
 pub const BODY: &str = "body";
 pub const PARAMS: &str = "params";
-pub const KERNEL_KEYS: &[&str] = &[INPUTS, OUTPUTS, BODY, PARAMS, NAME];
+pub const DTYPES: &str = "dtypes";
+pub const KERNEL_KEYS: &[&str] = &[INPUTS, OUTPUTS, BODY, PARAMS, NAME, DTYPES];
+
+/// Values of `#[forward_gpu(dtypes = "..")]`: the dtype kinds a kernel's inputs may have.
+pub const DTYPE_KINDS: &[&str] = &["float", "numeric"];
 
 /// The key of `#[retain(..)]` that names an output by index.
 pub const OUTPUT: &str = "output";

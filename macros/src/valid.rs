@@ -110,6 +110,22 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
             format!("#[forward_gpu(..)] is missing {}", missing.join(", ")),
         );
     }
+    if let Some(d) = &k.dtypes {
+        if !kw::DTYPE_KINDS.contains(&d.value().as_str()) {
+            cx.error_spanned_by(
+                d,
+                format!(
+                    "unknown dtypes {:?}: expected one of {}",
+                    d.value(),
+                    kw::DTYPE_KINDS
+                        .iter()
+                        .map(|k| format!("\"{k}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
     let (Some(inputs), Some(outputs)) = (&k.inputs, &k.outputs) else {
         return;
     };

@@ -19,6 +19,18 @@ pub fn inputs<'a, const N: usize>(function: &str, inputs: &'a [Array]) -> Result
 }
 
 /// Output `i`'s gradient, or zeros of the output's shape when none flowed to it.
+/// `#[forward_gpu(dtypes = "..")]`: every input is of that kind (`"float"` or `"numeric"`), or
+/// the host's `UnsupportedDType` naming `op`.
+pub fn require_dtypes(op: &'static str, inputs: &[&Array], kind: &str) -> Result<()> {
+    for a in inputs {
+        match kind {
+            "float" => crate::array::require_float(op, a)?,
+            _ => crate::array::require_numeric(op, a)?,
+        }
+    }
+    Ok(())
+}
+
 pub fn grad_or_zeros(
     ctx: &BackwardContext<'_>,
     grads: &[Option<Variable>],

@@ -301,14 +301,14 @@ fn cuda_op(
     }
 }
 
-fn require_numeric(op: &'static str, a: &Array) -> Result<()> {
+pub(crate) fn require_numeric(op: &'static str, a: &Array) -> Result<()> {
     if a.dtype() == DType::Bool {
         return Err(unsupported(op, a, NUMERIC));
     }
     Ok(())
 }
 
-fn require_float(op: &'static str, a: &Array) -> Result<()> {
+pub(crate) fn require_float(op: &'static str, a: &Array) -> Result<()> {
     if !a.dtype().is_float() {
         return Err(unsupported(op, a, FLOATING));
     }

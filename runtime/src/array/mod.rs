@@ -6,7 +6,7 @@ mod ops;
 mod reduce;
 mod shape;
 
-pub(crate) use elementwise::op_kernels;
+pub(crate) use elementwise::{op_kernels, require_float, require_numeric};
 
 use std::fmt;
 use std::sync::{Arc, Weak};

@@ -85,7 +85,12 @@ pub struct Div;
 #[function_node(crate = "crate")]
 impl Div {
     #[retain(a, b)]
-    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = a / b;")]
+    // Integer division by zero gives 0, as on the host (`T(0.5) == T(0)` only for integers).
+    #[forward_gpu(
+        inputs = "T a, T b",
+        outputs = "T y",
+        body = "y = (T(0.5) == T(0) && b == T(0)) ? T(0) : T(a / b);"
+    )]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.div(b)
     }
@@ -209,7 +214,12 @@ impl DivFromConstant {
     }
 
     #[retain(x)]
-    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = c / x;")]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        params = "T c",
+        body = "y = (T(0.5) == T(0) && x == T(0)) ? T(0) : T(c / x);"
+    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.rdiv_scalar(self.c)
     }
@@ -236,7 +246,8 @@ impl PowConstant {
         inputs = "T x",
         outputs = "T y",
         params = "T c",
-        body = "y = pow(x, c);"
+        body = "y = pow(x, c);",
+        dtypes = "float"
     )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.pow_scalar(self.c)
@@ -264,7 +275,12 @@ pub struct Pow;
 #[function_node(crate = "crate")]
 impl Pow {
     #[retain(a, b, output = 0)]
-    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = pow(a, b);")]
+    #[forward_gpu(
+        inputs = "T a, T b",
+        outputs = "T y",
+        body = "y = pow(a, b);",
+        dtypes = "float"
+    )]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.pow(b)
     }
@@ -295,7 +311,12 @@ pub struct Maximum;
 #[function_node(crate = "crate")]
 impl Maximum {
     #[retain(a, b)]
-    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = a >= b ? a : b;")]
+    // NaN propagates, as in the host's maximum (`a != a` holds only for NaN).
+    #[forward_gpu(
+        inputs = "T a, T b",
+        outputs = "T y",
+        body = "y = (a != a || a >= b) ? a : b;"
+    )]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.maximum(b)
     }

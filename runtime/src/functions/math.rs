@@ -12,7 +12,12 @@ pub struct Exp;
 #[function_node(crate = "crate")]
 impl Exp {
     #[retain(output = 0)]
-    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = exp(x);")]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        body = "y = exp(x);",
+        dtypes = "float"
+    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.exp()
     }
@@ -28,7 +33,12 @@ pub struct Log;
 #[function_node(crate = "crate")]
 impl Log {
     #[retain(x)]
-    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = log(x);")]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        body = "y = log(x);",
+        dtypes = "float"
+    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.log()
     }
@@ -44,7 +54,12 @@ pub struct Sqrt;
 #[function_node(crate = "crate")]
 impl Sqrt {
     #[retain(output = 0)]
-    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = sqrt(x);")]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        body = "y = sqrt(x);",
+        dtypes = "float"
+    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.sqrt()
     }
@@ -60,7 +75,12 @@ pub struct Tanh;
 #[function_node(crate = "crate")]
 impl Tanh {
     #[retain(output = 0)]
-    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = tanh(x);")]
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        body = "y = tanh(x);",
+        dtypes = "float"
+    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.tanh()
     }
@@ -79,7 +99,8 @@ impl Sigmoid {
     #[forward_gpu(
         inputs = "T x",
         outputs = "T y",
-        body = "y = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));"
+        body = "y = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));",
+        dtypes = "float"
     )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.sigmoid()
@@ -96,7 +117,12 @@ pub struct Relu;
 #[function_node(crate = "crate")]
 impl Relu {
     #[retain(output = 0)]
-    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = x > 0 ? x : (T)0;")]
+    // As the host's `maximum(x, 0)`: NaN stays NaN (`x != x`) and -0.0 stays -0.0.
+    #[forward_gpu(
+        inputs = "T x",
+        outputs = "T y",
+        body = "y = (x != x || x >= (T)0) ? x : (T)0;"
+    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.relu()
     }
