@@ -1526,3 +1526,49 @@ fn empty_strided_arrays_convert_to_ndarray() -> Result<()> {
     assert_eq!(flipped.to_ndarray::<i32>()?.shape(), &[2, 0]);
     Ok(())
 }
+
+/// `astype` as NumPy: integers wrap, a float rounds once (never through float64 first), float
+/// to integer truncates and saturates with NaN to 0.
+#[test]
+fn astype_wraps_integers_rounds_once_and_saturates_floats() {
+    let big = Array::from_vec(
+        vec![
+            (1i64 << 32) + 5,
+            -(1i64 << 31) - 1,
+            i64::MAX,
+            (1i64 << 60) + (1i64 << 36) + 1,
+        ],
+        &[4],
+    )
+    .unwrap();
+    assert_eq!(
+        big.astype(DType::I32).unwrap().to_vec::<i32>().unwrap(),
+        [5, i32::MAX, -1, 1]
+    );
+    // 2^60 + 2^36 + 1 is above the float32 halfway point 2^60 + 2^36; through float64 it would
+    // land on the halfway point and round to even, 2^60.
+    let f = big.astype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(f[3], ((1u64 << 60) + (1u64 << 37)) as f32);
+    assert_eq!(f[3].to_bits(), 0x5d80_0001);
+    let floats = Array::from_vec(
+        vec![f64::NAN, f64::INFINITY, -1e30, 3.99, -3.99, 2147483647.5],
+        &[6],
+    )
+    .unwrap();
+    assert_eq!(
+        floats.astype(DType::I32).unwrap().to_vec::<i32>().unwrap(),
+        [0, i32::MAX, i32::MIN, 3, -3, i32::MAX]
+    );
+    assert_eq!(
+        floats.astype(DType::I64).unwrap().to_vec::<i64>().unwrap(),
+        [0, i64::MAX, i64::MIN, 3, -3, 2147483647]
+    );
+    assert_eq!(
+        floats
+            .astype(DType::Bool)
+            .unwrap()
+            .to_vec::<bool>()
+            .unwrap(),
+        [true, true, true, true, true, true]
+    );
+}

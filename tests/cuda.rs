@@ -2020,7 +2020,8 @@ fn special_values_give_the_hosts_results() {
             }
         }
         // The array ops.
-        let ops: [(&str, fn(&Array, &Array) -> Result<Array>); 6] = [
+        type ArrayOp = (&'static str, fn(&Array, &Array) -> Result<Array>);
+        let ops: [ArrayOp; 6] = [
             ("maximum", |x, y| x.maximum(y)),
             ("minimum", |x, y| x.minimum(y)),
             ("add", |x, y| x + y),
@@ -2127,4 +2128,91 @@ fn float_functions_refuse_integer_inputs_as_on_the_host() {
             );
         }
     }
+}
+
+/// Casts agree bit for bit with the host on edge values: integers wrap, float to integer
+/// truncates and saturates with NaN to 0, a float64 rounds to a half type once (values just past
+/// a half-type halfway point, which float32 rounding would move onto it), NaN keeps its sign.
+#[test]
+fn casts_of_edge_values_match_the_host() {
+    let Some(dev) = gpu("casts_of_edge_values_match_the_host") else {
+        return;
+    };
+    let _suite = shared();
+    let ints = Array::from_vec(
+        vec![
+            (1i64 << 32) + 5,
+            -(1i64 << 31) - 1,
+            i64::MAX,
+            i64::MIN,
+            (1i64 << 60) + (1i64 << 36) + 1,
+            -7,
+            0,
+            65519,
+            65521,
+        ],
+        &[9],
+    )
+    .unwrap();
+    let half_tie_f16 = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+    let half_tie_bf16 = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+    let floats = Array::from_vec(
+        vec![
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e30,
+            -1e30,
+            2147483647.5,
+            -2147483648.7,
+            9.3e18,
+            3.99,
+            -3.99,
+            -0.0,
+            65519.99,
+            65520.0,
+            half_tie_f16,
+            -half_tie_f16,
+            half_tie_bf16,
+            1e-8,
+            3e-39,
+        ],
+        &[19],
+    )
+    .unwrap();
+    for source in [ints, floats] {
+        for from in DType::ALL {
+            let a = source.astype(from).unwrap();
+            let g = on(dev, &a);
+            for to in DType::ALL {
+                let what = format!("{from} {:?} to {to}", a.to_f64_vec().unwrap());
+                let want = a.astype(to).unwrap();
+                let got = g.astype(to).unwrap();
+                close(&got, &want, EXACT, &what);
+                // Bit for bit, NaN signs included.
+                let (gb, wb) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+                for (x, y) in gb.iter().zip(&wb) {
+                    assert_eq!(
+                        x.is_sign_negative(),
+                        y.is_sign_negative(),
+                        "{what}: {gb:?} on the GPU, {wb:?} on the host"
+                    );
+                }
+            }
+        }
+    }
+    // The double-rounding cases by hand: one rounding lands above the halfway point.
+    let x = on(
+        dev,
+        &Array::from_vec(vec![half_tie_f16, half_tie_bf16], &[2]).unwrap(),
+    );
+    let f16 = x.astype(DType::F16).unwrap().to_vec::<half::f16>().unwrap();
+    assert_eq!(f16[0].to_f64(), 1.0 + 2f64.powi(-10));
+    let bf16 = x
+        .astype(DType::BF16)
+        .unwrap()
+        .to_vec::<half::bf16>()
+        .unwrap();
+    assert_eq!(bf16[1].to_f64(), 1.0 + 2f64.powi(-7));
 }

@@ -38,6 +38,20 @@ macro_rules! float16_prelude {
     () => {
         r#"#ifndef KUSARI_FLOAT16_DEFINED
 #define KUSARI_FLOAT16_DEFINED
+#ifndef KUSARI_F64_TO_F32_ODD_DEFINED
+#define KUSARI_F64_TO_F32_ODD_DEFINED
+// double to float rounding to odd (an inexact result gets its last bit set): rounding that to a
+// half type then rounds the double once, as the host does (no double rounding).
+__device__ inline float kusari_f64_to_f32_odd(double a) {
+  float f = (float)a;
+  if (f == f && (double)f != a) {
+    unsigned int u = __float_as_uint(f);
+    if (fabs((double)f) > fabs(a)) u -= 1u;  // the truncated value: one step toward zero
+    f = __uint_as_float(u | 1u);
+  }
+  return f;
+}
+#endif
 #ifndef __CUDA_ARCH__
 // Host forms of the conversions (the emulated device compiles this source for the host): IEEE
 // binary16, rounding to nearest even, as the PTX `cvt.rn` instructions below do.
@@ -102,6 +116,20 @@ macro_rules! bfloat16_prelude {
     () => {
         r#"#ifndef KUSARI_BFLOAT16_DEFINED
 #define KUSARI_BFLOAT16_DEFINED
+#ifndef KUSARI_F64_TO_F32_ODD_DEFINED
+#define KUSARI_F64_TO_F32_ODD_DEFINED
+// double to float rounding to odd (an inexact result gets its last bit set): rounding that to a
+// half type then rounds the double once, as the host does (no double rounding).
+__device__ inline float kusari_f64_to_f32_odd(double a) {
+  float f = (float)a;
+  if (f == f && (double)f != a) {
+    unsigned int u = __float_as_uint(f);
+    if (fabs((double)f) > fabs(a)) u -= 1u;  // the truncated value: one step toward zero
+    f = __uint_as_float(u | 1u);
+  }
+  return f;
+}
+#endif
 // bfloat16 (the top half of a float) in 2 bytes; arithmetic goes through float (no cuda_bf16.h).
 struct bfloat16 {
   unsigned short bits;

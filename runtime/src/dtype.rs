@@ -93,6 +93,11 @@ pub trait Element:
     fn to_f64(self) -> f64;
     /// Converts from `f64` with Rust's `as` semantics (saturating for integers, non-zero is `true`).
     fn from_f64(v: f64) -> Self;
+    /// The value as an `i64`, exactly, for `bool` and the integer types; `None` for floats.
+    fn to_i64(self) -> Option<i64>;
+    /// Converts from `i64` as NumPy's `astype` does: integers wrap, floats round once to
+    /// nearest, non-zero is `true`.
+    fn from_i64(v: i64) -> Self;
 }
 
 /// An element type with arithmetic: every dtype but `bool`.
@@ -118,7 +123,7 @@ pub trait NumElement: Element + num_traits::Num + Default {
 pub trait FloatElement: NumElement + num_traits::Float {}
 
 macro_rules! impl_element {
-    ($t:ty, $dtype:ident, $to:expr, $from:expr) => {
+    ($t:ty, $dtype:ident, $to:expr, $from:expr, $to_i64:expr, $from_i64:expr) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = DType::$dtype;
@@ -130,27 +135,86 @@ macro_rules! impl_element {
             fn from_f64(v: f64) -> Self {
                 ($from)(v)
             }
+            #[inline(always)]
+            fn to_i64(self) -> Option<i64> {
+                ($to_i64)(self)
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                ($from_i64)(v)
+            }
         }
     };
 }
 
-impl_element!(bool, Bool, |v: bool| v as u8 as f64, |v: f64| v != 0.0);
-impl_element!(i32, I32, |v: i32| v as f64, |v: f64| v as i32);
-impl_element!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);
+impl_element!(
+    bool,
+    Bool,
+    |v: bool| v as u8 as f64,
+    |v: f64| v != 0.0,
+    |v: bool| Some(i64::from(v)),
+    |v: i64| v != 0
+);
+impl_element!(
+    i32,
+    I32,
+    |v: i32| v as f64,
+    |v: f64| v as i32,
+    |v: i32| Some(i64::from(v)),
+    |v: i64| v as i32
+);
+impl_element!(
+    i64,
+    I64,
+    |v: i64| v as f64,
+    |v: f64| v as i64,
+    Some,
+    |v: i64| v
+);
+/// `v` as `f32` rounded to odd: an inexact result gets its last bit set. Rounding that to a half
+/// type (to nearest even) rounds `v` once, where going through `v as f32` could round twice
+/// (the `half` crate's `from_f64` goes through `f32` where the CPU converts in hardware). CUDA's
+/// cast kernels do the same.
+fn f64_to_f32_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if f.is_nan() || f64::from(f) == v {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if f64::from(f).abs() > v.abs() {
+        bits -= 1; // the truncated value: one step toward zero
+    }
+    f32::from_bits(bits | 1)
+}
+
+// Integers reach the half types through float32, as on CUDA (`(float)a`), so both devices give
+// the same bits.
 impl_element!(
     half::f16,
     F16,
     |v: half::f16| v.to_f64(),
-    half::f16::from_f64
+    |v: f64| half::f16::from_f32(f64_to_f32_odd(v)),
+    |_| None,
+    |v: i64| half::f16::from_f32(v as f32)
 );
 impl_element!(
     half::bf16,
     BF16,
     |v: half::bf16| v.to_f64(),
-    half::bf16::from_f64
+    |v: f64| half::bf16::from_f32(f64_to_f32_odd(v)),
+    |_| None,
+    |v: i64| half::bf16::from_f32(v as f32)
 );
-impl_element!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
-impl_element!(f64, F64, |v: f64| v, |v: f64| v);
+impl_element!(
+    f32,
+    F32,
+    |v: f32| v as f64,
+    |v: f64| v as f32,
+    |_| None,
+    |v: i64| v as f32
+);
+impl_element!(f64, F64, |v: f64| v, |v: f64| v, |_| None, |v: i64| v
+    as f64);
 
 macro_rules! impl_num_int {
     ($($t:ty),*) => {$(

@@ -293,6 +293,31 @@ fn dtype_index(d: DType) -> usize {
         .expect("DType::ALL lists every dtype")
 }
 
+/// The body of the cast kernel from `from` to `to`, converting as the host's `astype` does:
+/// integers wrap, floats to integers truncate, saturate and take NaN to 0, and a double rounds
+/// to a half type once.
+fn cast_body(from: DType, to: DType) -> &'static str {
+    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
+    match (from, to) {
+        // Through float with rounding to odd, then to nearest even: one rounding in all.
+        (DType::F64, DType::F16 | DType::BF16) => "out = kusari_f64_to_f32_odd(a);",
+        (f, DType::I32) if f.is_float() => {
+            "const double v = (double)a; \
+             out = v != v ? 0 : (v >= 2147483648.0 ? 2147483647 \
+             : (v <= -2147483648.0 ? (-2147483647 - 1) : (int)v));"
+        }
+        (f, DType::I64) if f.is_float() => {
+            "const double v = (double)a; \
+             out = v != v ? 0LL : (v >= 9223372036854775808.0 ? 9223372036854775807LL \
+             : (v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v));"
+        }
+        // Half types convert through float: a conversion between the two half types would
+        // otherwise need two user-defined conversions.
+        _ if half(from) || half(to) => "out = (float)a;",
+        _ => "out = a;",
+    }
+}
+
 /// Kernels whose signatures name concrete dtypes, made once per process.
 struct Generated {
     /// `out = v` for each dtype, in `DType::ALL` order.
@@ -321,14 +346,7 @@ fn generated() -> &'static Generated {
         let mut cast = Vec::new();
         for from in DType::ALL {
             for to in DType::ALL {
-                let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
-                // Half types convert through float: a conversion between the two half types
-                // would otherwise need two user-defined conversions.
-                let body = if half(from) || half(to) {
-                    "out = (float)a;"
-                } else {
-                    "out = a;"
-                };
+                let body = cast_body(from, to);
                 cast.push(ElementwiseKernel::new(
                     leak(format!("kusari_cast_{}_to_{}", from.name(), to.name())),
                     leak(format!("{} a", from.name())),

@@ -363,7 +363,7 @@ impl Array {
         }
         with_num_dtype!(self.dtype(), T => {
             let a = self.host::<T>(O::NAME)?;
-            let s = T::from_f64(s);
+            let s = <T as crate::Element>::from_f64(s);
             let v = if scalar_first { map1(a, |x| O::f(s, x)) } else { map1(a, |x| O::f(x, s)) };
             Ok(Array::from_cpu_vec_like(v, self.layout()))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
@@ -491,7 +491,7 @@ impl Array {
             return cuda_op(&POW_SCALAR, &[self], &[p], true);
         }
         with_float_dtype!(self.dtype(), T => {
-            let p = T::from_f64(p);
+            let p = <T as crate::Element>::from_f64(p);
             Ok(Array::from_cpu_vec_like(map1(self.host::<T>("pow")?, |x| x.powf(p)), self.layout()))
         }, other => Err(unsupported("pow", self, FLOATING)))
     }
@@ -574,7 +574,7 @@ impl Array {
             return cuda_op(&GREATER_SCALAR, &[self], &[s], false);
         }
         with_dtype!(self.dtype(), T => {
-            let s = T::from_f64(s);
+            let s = <T as crate::Element>::from_f64(s);
             Ok(Array::from_cpu_vec_like(map1(self.host::<T>("greater")?, |x| x > s), self.layout()))
         })
     }

@@ -178,7 +178,7 @@ impl Array {
         let size = shape.iter().product();
         with_dtype!(dtype, T => {
             let mut data = crate::cpu::pool::alloc::<T>(size);
-            data.resize(size, T::from_f64(value));
+            data.resize(size, <T as crate::Element>::from_f64(value));
             Self::from_cpu_vec(data, shape)
         })
     }
@@ -245,7 +245,7 @@ impl Array {
         }
         let n = ((stop - start) / step).ceil().max(0.0) as usize;
         with_dtype!(dtype, T => Self::from_cpu_vec(
-            (0..n).map(|i| T::from_f64(start + i as f64 * step)).collect(),
+            (0..n).map(|i| <T as crate::Element>::from_f64(start + i as f64 * step)).collect(),
             &[n],
         ))
         .to_device(crate::default_device())
@@ -255,7 +255,7 @@ impl Array {
     pub fn uniform(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut Rng) -> Self {
         let size = shape.iter().product();
         with_dtype!(dtype, T => Self::from_cpu_vec(
-            (0..size).map(|_| T::from_f64(low + (high - low) * rng.next_f64())).collect(),
+            (0..size).map(|_| <T as crate::Element>::from_f64(low + (high - low) * rng.next_f64())).collect(),
             shape,
         ))
     }
@@ -264,7 +264,7 @@ impl Array {
     pub fn normal(shape: &[usize], mean: f64, std: f64, dtype: DType, rng: &mut Rng) -> Self {
         let size = shape.iter().product();
         with_dtype!(dtype, T => Self::from_cpu_vec(
-            (0..size).map(|_| T::from_f64(mean + std * rng.next_normal())).collect(),
+            (0..size).map(|_| <T as crate::Element>::from_f64(mean + std * rng.next_normal())).collect(),
             shape,
         ))
     }
@@ -418,7 +418,9 @@ impl Array {
 
     /// The elements converted to `dtype` (the same array when the dtype already matches).
     ///
-    /// Float to integer truncates and saturates; non-zero becomes `true`.
+    /// Float to integer truncates and saturates, and NaN becomes 0; integer to integer wraps (as
+    /// NumPy's `astype`); a float rounds once to nearest even; non-zero becomes `true`. CUDA
+    /// arrays convert the same way.
     pub fn astype(&self, dtype: DType) -> Result<Array> {
         if dtype == self.dtype() {
             return Ok(self.clone());
@@ -428,7 +430,13 @@ impl Array {
         }
         with_dtype!(self.dtype(), S => {
             let a = self.host::<S>("astype")?;
-            Ok(with_dtype!(dtype, D => Array::from_cpu_vec(map1(a, |x| D::from_f64(x.to_f64())), self.shape())))
+            Ok(with_dtype!(dtype, D => Array::from_cpu_vec(
+                map1(a, |x| match crate::Element::to_i64(x) {
+                    Some(i) => D::from_i64(i),
+                    None => <D as crate::Element>::from_f64(x.to_f64()),
+                }),
+                self.shape()
+            )))
         })
     }
 

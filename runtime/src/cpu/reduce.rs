@@ -31,8 +31,8 @@ impl Reduction {
         match self {
             Reduction::Sum => T::zero(),
             // `from_f64` saturates, so integers get their MIN / MAX.
-            Reduction::Max => T::from_f64(f64::NEG_INFINITY),
-            Reduction::Min => T::from_f64(f64::INFINITY),
+            Reduction::Max => <T as crate::Element>::from_f64(f64::NEG_INFINITY),
+            Reduction::Min => <T as crate::Element>::from_f64(f64::INFINITY),
         }
     }
 }

@@ -276,8 +276,14 @@ fn scalar_bytes(t: ScalarType, v: f64) -> (u64, usize) {
         ScalarType::Bool => (u64::from(v != 0.0), 1),
         ScalarType::Int32 => (u64::from((v as i32) as u32), 4),
         ScalarType::Int64 => ((v as i64) as u64, 8),
-        ScalarType::Float16 => (u64::from(half::f16::from_f64(v).to_bits()), 2),
-        ScalarType::BFloat16 => (u64::from(half::bf16::from_f64(v).to_bits()), 2),
+        ScalarType::Float16 => (
+            u64::from(<half::f16 as crate::Element>::from_f64(v).to_bits()),
+            2,
+        ),
+        ScalarType::BFloat16 => (
+            u64::from(<half::bf16 as crate::Element>::from_f64(v).to_bits()),
+            2,
+        ),
         ScalarType::Float32 => (u64::from((v as f32).to_bits()), 4),
         ScalarType::Float64 => (v.to_bits(), 8),
     }
