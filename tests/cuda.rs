@@ -2216,3 +2216,117 @@ fn casts_of_edge_values_match_the_host() {
         .unwrap();
     assert_eq!(bf16[1].to_f64(), 1.0 + 2f64.powi(-7));
 }
+
+// ----- reductions of few, long rows (split across blocks) -----
+
+/// A float64 sum of the host copy, and the bound on a float32 tree sum's error:
+/// `log2(n) * eps * sum |x|` with a factor of two to spare.
+fn f64_sum_and_bound(v: &[f64], eps: f64) -> (f64, f64) {
+    let sum: f64 = v.iter().sum();
+    let abs: f64 = v.iter().map(|x| x.abs()).sum();
+    let depth = (v.len() as f64).log2().ceil() + 2.0;
+    (sum, 2.0 * depth * eps * abs)
+}
+
+/// Long rows are summed by many blocks (chunks, then the partials): right against a float64 sum
+/// within the float32 tree's error bound, for a full sum, few long rows and a float64 sum.
+#[test]
+fn long_rows_are_reduced_across_blocks_and_stay_accurate() {
+    let Some(dev) = gpu("long_rows_are_reduced_across_blocks_and_stay_accurate") else {
+        return;
+    };
+    let _suite = shared();
+    let n = 3_000_000usize;
+    let v: Vec<f64> = (0..n)
+        .map(|i| (((i * 7919) % 10007) as f64 - 5003.0) / 1024.0)
+        .collect();
+    let x32 = Array::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), &[n]).unwrap();
+    let exact32: Vec<f64> = x32.to_f64_vec().unwrap();
+    let (want, bound) = f64_sum_and_bound(&exact32, f32::EPSILON as f64);
+    let got = on(dev, &x32).sum_all().unwrap().to_f64_vec().unwrap()[0];
+    assert!(
+        (got - want).abs() <= bound,
+        "sum of {n} float32: {got} on the GPU, {want} in float64 (bound {bound})"
+    );
+    let mean = on(dev, &x32)
+        .mean(None, false)
+        .unwrap()
+        .to_f64_vec()
+        .unwrap()[0];
+    assert!(
+        (mean - want / n as f64).abs() <= bound / n as f64,
+        "mean {mean}"
+    );
+
+    let x64 = Array::from_vec(v.clone(), &[n]).unwrap();
+    let (want64, bound64) = f64_sum_and_bound(&v, f64::EPSILON);
+    let got64 = on(dev, &x64).sum_all().unwrap().to_f64_vec().unwrap()[0];
+    assert!(
+        (got64 - want64).abs() <= bound64,
+        "float64: {got64} vs {want64}"
+    );
+
+    // Few long rows: [3, 1_000_000] summed over the last axis, each row on its own.
+    let rows = x32.reshape(&[3, 1_000_000]).unwrap();
+    let got = on(dev, &rows)
+        .sum(Some(&[1]), false)
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
+    for r in 0..3 {
+        let (want, bound) = f64_sum_and_bound(
+            &exact32[r * 1_000_000..(r + 1) * 1_000_000],
+            f32::EPSILON as f64,
+        );
+        assert!(
+            (got[r] - want).abs() <= bound,
+            "row {r}: {} vs {want}",
+            got[r]
+        );
+    }
+    // Many short rows (one block per row, unchanged): exact, the values being multiples of
+    // 1/1024 with small sums.
+    let many = x32.reshape(&[100_000, 30]).unwrap();
+    close(
+        &on(dev, &many).sum(Some(&[1]), false).unwrap(),
+        &many.sum(Some(&[1]), false).unwrap(),
+        EXACT,
+        "100000 rows of 30",
+    );
+}
+
+/// Max and min over long rows find a NaN in any chunk (the middle, the very end) and the
+/// extreme values; integer sums over long rows wrap as on the host.
+#[test]
+fn long_row_max_min_find_nan_and_integer_sums_wrap() {
+    let Some(dev) = gpu("long_row_max_min_find_nan_and_integer_sums_wrap") else {
+        return;
+    };
+    let _suite = shared();
+    let n = 1_000_003usize;
+    let mut v: Vec<f32> = (0..n).map(|i| ((i * 31) % 1000) as f32 - 500.0).collect();
+    v[777_777] = 1e6;
+    v[12_345] = -1e6;
+    let x = Array::from_vec(v.clone(), &[n]).unwrap();
+    let g = on(dev, &x);
+    assert_eq!(g.max(None, false).unwrap().to_vec::<f32>().unwrap(), [1e6]);
+    assert_eq!(g.min(None, false).unwrap().to_vec::<f32>().unwrap(), [-1e6]);
+    for at in [n / 2, n - 1] {
+        let mut w = v.clone();
+        w[at] = f32::NAN;
+        let g = on(dev, &Array::from_vec(w, &[n]).unwrap());
+        assert!(
+            g.max(None, false).unwrap().to_vec::<f32>().unwrap()[0].is_nan(),
+            "NaN at {at}"
+        );
+        assert!(
+            g.min(None, false).unwrap().to_vec::<f32>().unwrap()[0].is_nan(),
+            "NaN at {at}"
+        );
+    }
+    let ints = Array::from_vec(vec![i32::MAX; n], &[n]).unwrap();
+    let want = ints.sum_all().unwrap().to_vec::<i32>().unwrap();
+    let got = on(dev, &ints).sum_all().unwrap().to_vec::<i32>().unwrap();
+    assert_eq!(got, want, "int32 sums wrap");
+    assert_eq!(want[0], (i32::MAX as i64 * n as i64) as i32);
+}

@@ -8,7 +8,8 @@
 //!   float64, and the example MulAdd kernels in float16 and bfloat16 too;
 //! - the kernels of kusari's own array operations ([`kusari::array_kernels`]), in each dtype
 //!   listed for them;
-//! - the row reductions, every kind for every reducible type.
+//! - the reductions (the row kernel and the chunked first pass), every kind for every reducible
+//!   type.
 //!
 //! The expected number of compilations is computed from those lists, so a kernel that silently
 //! drops out fails the test. Compilation runs on a few threads: NVRTC compiles separate programs
@@ -20,7 +21,7 @@ use std::time::Instant;
 use kusari::{DType, ElementwiseKernel};
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
-use kusari_kernels::reduction::{reduction, ReductionKind, REDUCIBLE_TYPES};
+use kusari_kernels::reduction::{reduction, reduction_chunks, ReductionKind, REDUCIBLE_TYPES};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
 #[allow(dead_code, unused_imports)]
@@ -231,23 +232,26 @@ fn every_kernel_in_the_project_compiles_for_compute_80_and_compute_90() {
         expected_functions + expected_halves + expected_array
     );
 
-    // The row reductions: every kind for every reducible type.
+    // The reductions: the row kernel and the chunked first pass, every kind for every reducible
+    // type.
     let mut reductions = 0;
     for kind in ReductionKind::ALL {
         for t in REDUCIBLE_TYPES {
-            let src = reduction(kind, t).unwrap_or_else(|e| panic!("reduction {kind} {t}: {e}"));
-            reductions += 1;
-            for arch in ARCHS {
-                jobs.push(Job {
-                    what: format!("{} for {arch}", src.entry),
-                    src: src.clone(),
-                    arch,
-                });
+            for make in [reduction, reduction_chunks] {
+                let src = make(kind, t).unwrap_or_else(|e| panic!("reduction {kind} {t}: {e}"));
+                reductions += 1;
+                for arch in ARCHS {
+                    jobs.push(Job {
+                        what: format!("{} for {arch}", src.entry),
+                        src: src.clone(),
+                        arch,
+                    });
+                }
             }
         }
     }
-    assert_eq!(reductions, 12, "3 kinds x 4 reducible types");
-    let expected_reductions = ReductionKind::ALL.len() * REDUCIBLE_TYPES.len() * ARCHS.len();
+    assert_eq!(reductions, 24, "2 passes x 3 kinds x 4 reducible types");
+    let expected_reductions = 2 * ReductionKind::ALL.len() * REDUCIBLE_TYPES.len() * ARCHS.len();
     let expected = expected_functions + expected_halves + expected_array + expected_reductions;
     assert_eq!(jobs.len(), expected);
 

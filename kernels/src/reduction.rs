@@ -1,6 +1,12 @@
 //! CUDA source for row reductions: `out[r]` is the sum, maximum or minimum of row `r` of a
 //! C-contiguous `[rows, len]` array. A pure function of the reduction and the element type.
 //!
+//! Two kernels per reduction and type: [`reduction`], one block per row, and
+//! [`reduction_chunks`], one block per chunk of a row, writing partial results that
+//! [`reduction`] then reduces. The runtime uses the second as a first pass when there are too
+//! few rows to fill the device (a full sum is one row), so that a reduction of everything runs
+//! on every SM rather than one.
+//!
 //! The kernel's signature is
 //!
 //! ```text
@@ -87,6 +93,42 @@ pub fn reduction_entry(kind: ReductionKind, t: ScalarType) -> String {
 /// kernel's signature and launch shape). An error, naming the type, for `bool`, `float16` and
 /// `bfloat16`.
 pub fn reduction(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, String> {
+    source(kind, t, Split::Rows)
+}
+
+/// The entry point of the chunked reduction: `kusari_reduce_{kind}_{dtype}_chunks`.
+pub fn chunked_entry(kind: ReductionKind, t: ScalarType) -> String {
+    format!("{}_chunks", reduction_entry(kind, t))
+}
+
+/// The first pass of a reduction of few, long rows: one block per `chunk` consecutive elements
+/// of a row, so that a full sum spreads over the whole device instead of one block.
+///
+/// ```text
+/// extern "C" __global__ void kusari_reduce_{sum|max|min}_{dtype}_chunks(
+///     const T* __restrict__ in, T* __restrict__ out, const long long rows,
+///     const long long len, const long long chunk)
+/// ```
+///
+/// With `chunks = ceil(len / chunk)`, block `b` (grid-stride, any grid) reduces elements
+/// `[c * chunk, min(len, (c + 1) * chunk))` of row `r`, where `b = r * chunks + c`, into
+/// `out[b]`: `out` is the `[rows, chunks]` array of partial results, which [`reduction`]'s row
+/// kernel then reduces. `chunk` must be at least 1, and Max/Min need `len >= 1` (every chunk is
+/// then non-empty). Launch with [`REDUCTION_BLOCK`] threads per block.
+pub fn reduction_chunks(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, String> {
+    source(kind, t, Split::Chunks)
+}
+
+/// How a reduction kernel divides its work among blocks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// One block per row.
+    Rows,
+    /// One block per chunk of a row.
+    Chunks,
+}
+
+fn source(kind: ReductionKind, t: ScalarType, split: Split) -> Result<KernelSource, String> {
     // The unsigned type integer sums are computed in, so that overflow wraps.
     let wrap = match t {
         ScalarType::Int32 => Some("unsigned int"),
@@ -103,7 +145,10 @@ pub fn reduction(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, Str
             ))
         }
     };
-    let entry = reduction_entry(kind, t);
+    let entry = match split {
+        Split::Rows => reduction_entry(kind, t),
+        Split::Chunks => chunked_entry(kind, t),
+    };
     // `combine(a, v)`: the accumulator `a` folded with the value `v`.
     let combine = |a: &str, v: &str| match (kind, wrap) {
         (ReductionKind::Sum, Some(u)) => format!("(T)(({u}){a} + ({u}){v})"),
@@ -112,29 +157,54 @@ pub fn reduction(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, Str
         (ReductionKind::Max, _) => format!("({v} != {v} || {v} > {a}) ? {v} : {a}"),
         (ReductionKind::Min, _) => format!("({v} != {v} || {v} < {a}) ? {v} : {a}"),
     };
+    let block = REDUCTION_BLOCK;
+    // The loop over a block's work items, the first and end index of the elements of `row` its
+    // thread `t` folds, and the element Max/Min start from.
+    let (params, items, range, first) = match split {
+        Split::Rows => (
+            "const long long rows, const long long len",
+            "  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {\n    const T* row = in + r * len;\n".to_string(),
+            ("t", "len"),
+            "row[0]",
+        ),
+        Split::Chunks => (
+            "const long long rows, const long long len, const long long chunk",
+            "  const long long chunks = (len + chunk - 1) / chunk;\n  \
+             for (long long r = blockIdx.x; r < rows * chunks; r += gridDim.x) {\n    \
+             const T* row = in + (r / chunks) * len;\n    \
+             const long long begin = (r % chunks) * chunk;\n    \
+             const long long end = begin + chunk < len ? begin + chunk : len;\n"
+                .to_string(),
+            ("begin + t", "end"),
+            "row[begin]",
+        ),
+    };
     let init = match kind {
         ReductionKind::Sum => "(T)0",
-        ReductionKind::Max | ReductionKind::Min => "row[0]",
+        ReductionKind::Max | ReductionKind::Min => first,
     };
-    let block = REDUCTION_BLOCK;
 
     let mut src = String::new();
-    let _ = writeln!(src, "// kusari row reduction: {kind} over {t} ({entry})");
+    let what = match split {
+        Split::Rows => "row reduction",
+        Split::Chunks => "chunked row reduction (first pass)",
+    };
+    let _ = writeln!(src, "// kusari {what}: {kind} over {t} ({entry})");
     let _ = writeln!(
         src,
         "// launch with {block} threads per block; any number of blocks"
     );
     let _ = writeln!(src, "typedef {} T;", c_type(t));
-    let _ = writeln!(src, "extern \"C\" __global__ void {entry}(const T* __restrict__ in, T* __restrict__ out, const long long rows, const long long len) {{");
+    let _ = writeln!(src, "extern \"C\" __global__ void {entry}(const T* __restrict__ in, T* __restrict__ out, {params}) {{");
     let _ = writeln!(src, "  __shared__ T buf[{block}];");
     let _ = writeln!(src, "  const unsigned int t = threadIdx.x;");
+    src.push_str(&items);
+    let _ = writeln!(src, "    T acc = {init};");
     let _ = writeln!(
         src,
-        "  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {{"
+        "    for (long long j = {}; j < {}; j += {block}) {{",
+        range.0, range.1
     );
-    let _ = writeln!(src, "    const T* row = in + r * len;");
-    let _ = writeln!(src, "    T acc = {init};");
-    let _ = writeln!(src, "    for (long long j = t; j < len; j += {block}) {{");
     let _ = writeln!(src, "      const T v = row[j];");
     let _ = writeln!(src, "      acc = {};", combine("acc", "v"));
     let _ = writeln!(src, "    }}");
@@ -230,6 +300,40 @@ mod tests {
         assert_eq!(src.matches("__syncthreads();").count(), 3, "{src}");
         let after_write = src.find("out[r] = buf[0];").unwrap();
         assert!(src[after_write..].contains("__syncthreads();"));
+    }
+
+    #[test]
+    fn the_chunked_pass_reduces_one_chunk_of_a_row_per_block_into_the_partials() {
+        for kind in ReductionKind::ALL {
+            for t in REDUCIBLE_TYPES {
+                let src = reduction_chunks(kind, t).unwrap();
+                assert_eq!(src.entry, format!("kusari_reduce_{kind}_{t}_chunks"));
+                let s = &src.source;
+                assert!(s.contains(&format!(
+                    "void {}(const T* __restrict__ in, T* __restrict__ out, const long long rows, const long long len, const long long chunk) {{",
+                    src.entry
+                )), "{s}");
+                assert!(s.contains("const long long chunks = (len + chunk - 1) / chunk;"));
+                assert!(
+                    s.contains("for (long long r = blockIdx.x; r < rows * chunks; r += gridDim.x)")
+                );
+                assert!(s.contains("const T* row = in + (r / chunks) * len;"));
+                assert!(s.contains("const long long begin = (r % chunks) * chunk;"));
+                assert!(
+                    s.contains("const long long end = begin + chunk < len ? begin + chunk : len;")
+                );
+                assert!(s.contains("for (long long j = begin + t; j < end; j += 256)"));
+                // Block r writes partial r: row r / chunks, chunk r % chunks.
+                assert!(s.contains("if (t == 0) out[r] = buf[0];"));
+                assert_eq!(s.matches("__syncthreads();").count(), 3, "{s}");
+                let init = match kind {
+                    ReductionKind::Sum => "T acc = (T)0;",
+                    _ => "T acc = row[begin];",
+                };
+                assert!(s.contains(init), "{s}");
+            }
+        }
+        assert!(reduction_chunks(ReductionKind::Sum, ScalarType::Float16).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use kusari_kernels::reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
+use kusari_kernels::reduction::{reduction, reduction_chunks, ReductionKind, REDUCTION_BLOCK};
 
 use super::device::{device, CudaDevice};
 use super::driver::{Gemm, GemmType};
@@ -138,6 +138,11 @@ fn reduction_kind(kind: Reduction) -> ReductionKind {
 
 /// Reduces the CUDA array `a` over `axes` (sorted, distinct), giving the kept axes' shape.
 /// Half-precision arrays are reduced in float32.
+///
+/// The reduced axes are moved last (a permuted copy), giving `[rows, len]`. Rows that alone fill
+/// the device get one block each. Few long rows (`sum` or `mean` of everything, every loss)
+/// are split: a first pass reduces chunks of each row in parallel into `[rows, chunks]` partial
+/// results, and the row kernel reduces those, so a full reduction uses every SM instead of one.
 pub(crate) fn reduce(a: &Array, axes: &[usize], kind: Reduction) -> Result<Array> {
     if matches!(a.dtype(), DType::F16 | DType::BF16) {
         return reduce(&astype(a, DType::F32)?, axes, kind).and_then(|r| astype(&r, a.dtype()));
@@ -154,15 +159,27 @@ pub(crate) fn reduce(a: &Array, axes: &[usize], kind: Reduction) -> Result<Array
     let out = CudaStorage::alloc(&dev, rows, a.dtype())?;
     if rows > 0 {
         let src = contiguous(&a.transpose(Some(&perm))?)?;
-        let loaded = reduction_function(&dev, reduction_kind(kind), a.dtype())?;
+        let mut input = CudaStorage::of(&src).ptr_at(src.layout().offset());
+        let mut row_len = len;
+        let kind = reduction_kind(kind);
+        // Kept alive until the second pass has read it.
+        let mut partials = None;
+        if let Some(chunk) = chunk_for(rows, len, dev.sm_count() as usize) {
+            let chunks = len.div_ceil(chunk);
+            let p = CudaStorage::alloc(&dev, rows * chunks, a.dtype())?;
+            let first = reduction_function(&dev, kind, a.dtype(), true)?;
+            let grid = (rows * chunks).min(dev.sm_count() as usize * 32) as u32;
+            let mut values = [input, p.ptr_at(0), rows as u64, len as u64, chunk as u64];
+            first.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce (chunks)")?;
+            input = p.ptr_at(0);
+            row_len = chunks;
+            partials = Some(p);
+        }
+        let loaded = reduction_function(&dev, kind, a.dtype(), false)?;
         let grid = rows.min(dev.sm_count() as usize * 32).max(1) as u32;
-        let mut values: [u64; 4] = [
-            CudaStorage::of(&src).ptr_at(src.layout().offset()),
-            out.ptr_at(0),
-            rows as u64,
-            len as u64,
-        ];
+        let mut values: [u64; 4] = [input, out.ptr_at(0), rows as u64, row_len as u64];
         loaded.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce")?;
+        drop(partials);
     }
     Ok(Array::from_storage(
         Storage::Cuda(out),
@@ -170,11 +187,33 @@ pub(crate) fn reduce(a: &Array, axes: &[usize], kind: Reduction) -> Result<Array
     ))
 }
 
-fn reduction_function(dev: &CudaDevice, kind: ReductionKind, dtype: DType) -> Result<Arc<Loaded>> {
-    type Table = RwLock<HashMap<(ReductionKind, DType, usize), Arc<Loaded>>>;
+/// Elements each thread of a chunk folds, at least: below that a block's start-up and its tree
+/// cost more than its loads.
+const ELEMENTS_PER_THREAD: usize = 16;
+
+/// The chunk length that splits `rows` rows of `len` elements so that about eight blocks per SM
+/// (a full device: 8 x 256 threads per SM) have work, or `None` when the rows alone fill the
+/// device or are too short to split.
+pub(crate) fn chunk_for(rows: usize, len: usize, sm_count: usize) -> Option<usize> {
+    let wanted = sm_count.max(1) * 8;
+    let min_chunk = REDUCTION_BLOCK as usize * ELEMENTS_PER_THREAD;
+    if rows >= wanted || len < 2 * min_chunk {
+        return None;
+    }
+    let chunks = (wanted / rows).clamp(2, len / min_chunk);
+    Some(len.div_ceil(chunks))
+}
+
+fn reduction_function(
+    dev: &CudaDevice,
+    kind: ReductionKind,
+    dtype: DType,
+    chunked: bool,
+) -> Result<Arc<Loaded>> {
+    type Table = RwLock<HashMap<(ReductionKind, DType, bool, usize), Arc<Loaded>>>;
     static TABLE: OnceLock<Table> = OnceLock::new();
     let table = TABLE.get_or_init(Default::default);
-    let key = (kind, dtype, dev.ordinal);
+    let key = (kind, dtype, chunked, dev.ordinal);
     if let Some(l) = table
         .read()
         .unwrap_or_else(PoisonError::into_inner)
@@ -182,7 +221,13 @@ fn reduction_function(dev: &CudaDevice, kind: ReductionKind, dtype: DType) -> Re
     {
         return Ok(l.clone());
     }
-    let src = reduction(kind, to_scalar_type(dtype)).map_err(Error::Msg)?;
+    let t = to_scalar_type(dtype);
+    let src = if chunked {
+        reduction_chunks(kind, t)
+    } else {
+        reduction(kind, t)
+    }
+    .map_err(Error::Msg)?;
     let l = launch_source(dev, "reduce", &src)?;
     table
         .write()
