@@ -26,22 +26,14 @@ impl CudaDevice {
 
     /// Waits for every operation queued on the device.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        self.backend
-            .synchronize()
-            .map_err(|msg| self.error(&format!("synchronize(cuda:{})", self.ordinal), msg))
+        self.check(self.backend.synchronize(), || {
+            format!("synchronize(cuda:{})", self.ordinal)
+        })
     }
 
-    /// A driver failure as kusari's error, naming the operation.
-    pub(crate) fn error(&self, op: &str, msg: String) -> Error {
-        Error::Cuda {
-            op: op.to_string(),
-            msg,
-        }
-    }
-
-    /// `r`'s failure as kusari's error, naming the operation (formatted only on failure).
+    /// A driver failure as kusari's error, naming the operation (formatted only on failure).
     pub(crate) fn check<T>(&self, r: DriverResult<T>, op: impl FnOnce() -> String) -> Result<T> {
-        r.map_err(|msg| self.error(&op(), msg))
+        r.map_err(|msg| Error::Cuda { op: op(), msg })
     }
 }
 

@@ -58,7 +58,6 @@ enum { kMaxThreads = 1024, kStack = 256 * 1024, kPage = 4096 };
 struct Worker {
   jmp_buf sched;
   Fiber* fibers[kMaxThreads];
-  int started;
   Fiber* current;
   void (*body)(void*);
   void* arg;
@@ -178,9 +177,6 @@ static void run(Launch* l, void (*body)(void*), void* arg) {
 }
 
 // The kernel's parameters, read from the launch's `kernelParams` with their device-side types.
-template <typename... A> struct Args;
-template <> struct Args<> {};
-
 template <typename K, typename... A, size_t... I>
 static void call(K k, void** params, std::index_sequence<I...>) {
   k(*static_cast<typename std::remove_cv<A>::type*>(params[I])...);
