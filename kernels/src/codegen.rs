@@ -34,11 +34,10 @@ use std::fmt::Write;
 
 use crate::signature::{ElementwiseSignature, Param, ParamType, ScalarType};
 
-macro_rules! float16_prelude {
+// `kusari_f64_to_f32_odd`, which both half types' preludes carry (an include guard keeps one).
+macro_rules! f64_to_f32_odd_prelude {
     () => {
-        r#"#ifndef KUSARI_FLOAT16_DEFINED
-#define KUSARI_FLOAT16_DEFINED
-#ifndef KUSARI_F64_TO_F32_ODD_DEFINED
+        r#"#ifndef KUSARI_F64_TO_F32_ODD_DEFINED
 #define KUSARI_F64_TO_F32_ODD_DEFINED
 // double to float rounding to odd (an inexact result gets its last bit set): rounding that to a
 // half type then rounds the double once, as the host does (no double rounding).
@@ -52,7 +51,16 @@ __device__ inline float kusari_f64_to_f32_odd(double a) {
   return f;
 }
 #endif
-#ifndef __CUDA_ARCH__
+"#
+    };
+}
+
+macro_rules! float16_prelude {
+    () => {
+        concat!(
+            "#ifndef KUSARI_FLOAT16_DEFINED\n#define KUSARI_FLOAT16_DEFINED\n",
+            f64_to_f32_odd_prelude!(),
+            r#"#ifndef __CUDA_ARCH__
 // Host forms of the conversions (the emulated device compiles this source for the host): IEEE
 // binary16, rounding to nearest even, as the PTX `cvt.rn` instructions below do.
 static inline unsigned short kusari_f32_to_f16(float f) {
@@ -109,28 +117,16 @@ struct float16 {
 };
 #endif
 "#
+        )
     };
 }
 
 macro_rules! bfloat16_prelude {
     () => {
-        r#"#ifndef KUSARI_BFLOAT16_DEFINED
-#define KUSARI_BFLOAT16_DEFINED
-#ifndef KUSARI_F64_TO_F32_ODD_DEFINED
-#define KUSARI_F64_TO_F32_ODD_DEFINED
-// double to float rounding to odd (an inexact result gets its last bit set): rounding that to a
-// half type then rounds the double once, as the host does (no double rounding).
-__device__ inline float kusari_f64_to_f32_odd(double a) {
-  float f = (float)a;
-  if (f == f && (double)f != a) {
-    unsigned int u = __float_as_uint(f);
-    if (fabs((double)f) > fabs(a)) u -= 1u;  // the truncated value: one step toward zero
-    f = __uint_as_float(u | 1u);
-  }
-  return f;
-}
-#endif
-// bfloat16 (the top half of a float) in 2 bytes; arithmetic goes through float (no cuda_bf16.h).
+        concat!(
+            "#ifndef KUSARI_BFLOAT16_DEFINED\n#define KUSARI_BFLOAT16_DEFINED\n",
+            f64_to_f32_odd_prelude!(),
+            r#"// bfloat16 (the top half of a float) in 2 bytes; arithmetic goes through float (no cuda_bf16.h).
 struct bfloat16 {
   unsigned short bits;
   __device__ bfloat16() : bits(0) {}
@@ -150,6 +146,7 @@ struct bfloat16 {
 };
 #endif
 "#
+        )
     };
 }
 
