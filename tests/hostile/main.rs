@@ -1,0 +1,20 @@
+//! Hostile inputs: what a careless or adversarial user does, and what kusari must answer.
+//!
+//! Every case here once crashed kusari, raced it, leaked or gave a wrong answer. Each module is
+//! one row of the table; each test names the input it tries and asserts the answer:
+//!
+//! | module        | what is tried                                                       | the answer                         |
+//! |---------------|---------------------------------------------------------------------|------------------------------------|
+//! | `shapes`      | element counts, strides and byte sizes that overflow; huge steps    | `Err` naming the op and the shape  |
+//! | `allocation`  | buffers larger than memory, or than a process memory limit          | `Err(OutOfMemory)` with the bytes  |
+//! | `concurrency` | many threads accumulating into one gradient; guards dropped out of order | no lost update, exact restore |
+//! | `memory`      | double backprop into a leaf, then dropping it; a node of 10⁵ inputs | freed buffers; linear time         |
+//! | `numerics`    | half-precision means of many elements; fractional scalars on ints   | the float64 answer; `Err`          |
+//! | `kernels`     | corrupted or swapped cache entries; names that are not C names      | rejected before NVRTC sees them    |
+
+mod allocation;
+mod concurrency;
+mod kernels;
+mod memory;
+mod numerics;
+mod shapes;
