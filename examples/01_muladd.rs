@@ -42,7 +42,8 @@ impl MulAdd {
 
 fn main() -> Result<()> {
     let mut rng = Rng::seed(0);
-    let mut uniform = || Variable::new(Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng));
+    let mut uniform =
+        || Variable::new(Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng).unwrap());
     let (x, y, z) = (uniform(), uniform(), uniform());
 
     // Chainer's `w, = MulAdd().apply((x, y, z))`: the node is consumed, so it cannot be reused.

@@ -32,7 +32,8 @@ impl MulAdd {
 
 fn main() -> Result<()> {
     let mut rng = Rng::seed(1);
-    let mut uniform = || Variable::new(Array::uniform(&[2, 3], -1.0, 1.0, DType::F64, &mut rng));
+    let mut uniform =
+        || Variable::new(Array::uniform(&[2, 3], -1.0, 1.0, DType::F64, &mut rng).unwrap());
     let (x, y, z) = (uniform(), uniform(), uniform());
 
     let w = mul_add(&x, &y, &z)?;

@@ -102,7 +102,7 @@ fn main() -> Result<()> {
     let device = kusari_examples::gpu_or_host()?;
     let mut rng = Rng::seed(0);
     let xyz: Vec<Array> = (0..3)
-        .map(|_| Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng))
+        .map(|_| Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng).unwrap())
         .collect();
     for dtype in [DType::F32, DType::F64] {
         let xyz: Vec<Array> = xyz.iter().map(|a| a.astype(dtype)).collect::<Result<_>>()?;

@@ -25,8 +25,9 @@ impl Dropout {
 
     fn forward(&mut self, x: &Array) -> Result<Array> {
         // The same draws as F::dropout: one uniform f64 per element from the default generator.
-        let u =
-            random::with_default_rng(|rng| Array::uniform(x.shape(), 0.0, 1.0, DType::F64, rng));
+        let u = random::with_default_rng(|rng| {
+            Array::uniform(x.shape(), 0.0, 1.0, DType::F64, rng).unwrap()
+        });
         let (ratio, scale) = (self.ratio, 1.0 / (1.0 - self.ratio));
         let mask = u
             .map(|u: f64| if u >= ratio { scale } else { 0.0 })?

@@ -50,15 +50,15 @@ fn main() -> Result<()> {
     let mut normal = |shape: &[usize], std| Array::normal(shape, 0.0, std, DType::F32, &mut rng);
     let (n, n_in, n_out) = (64, 3, 2);
     // Data: t = x W_trueᵀ + b_true + a little noise.
-    let x = Variable::constant(normal(&[n, n_in], 1.0));
-    let w_true = Variable::constant(normal(&[n_out, n_in], 1.0));
+    let x = Variable::constant(normal(&[n, n_in], 1.0)?);
+    let w_true = Variable::constant(normal(&[n_out, n_in], 1.0)?);
     let b_true = Variable::constant(Array::from_vec(vec![0.5f32, -1.0], &[n_out])?);
-    let noise = normal(&[n, n_out], 0.01);
+    let noise = normal(&[n, n_out], 0.01)?;
     let t = Variable::constant((linear(&x, &w_true, &b_true)?.array() + noise)?);
 
     // Parameters: small random weights, zero bias.
-    let mut w = Variable::new(normal(&[n_out, n_in], 0.1));
-    let mut b = Variable::new(Array::zeros(&[n_out], DType::F32));
+    let mut w = Variable::new(normal(&[n_out, n_in], 0.1)?);
+    let mut b = Variable::new(Array::zeros(&[n_out], DType::F32)?);
 
     // Same values and gradients as the built-in.
     let (ours, builtin) = (linear(&x, &w, &b)?, F::linear(&x, &w, Some(&b))?);

@@ -34,7 +34,8 @@ pub fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
 
 fn main() -> Result<()> {
     let mut rng = Rng::seed(0);
-    let mut uniform = || Variable::new(Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng));
+    let mut uniform =
+        || Variable::new(Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng).unwrap());
     let (x, y, z) = (uniform(), uniform(), uniform());
 
     // First order: as with the FunctionNode version.

@@ -20,7 +20,7 @@ fn main() -> Result<()> {
     let mut rng = Rng::seed(0);
     let x = Variable::constant(Array::from_vec(vec![1.0f32; 784], &[784])?);
     let normal = |shape: &[usize], rng: &mut Rng| {
-        Array::normal(shape, 0.0, 1.0, DType::F32, rng).to_device(default_device())
+        Array::normal(shape, 0.0, 1.0, DType::F32, rng)?.to_device(default_device())
     };
     let w = Variable::new(normal(&[784, 1000], &mut rng)?);
     let b = Variable::new(normal(&[1000], &mut rng)?);

@@ -57,7 +57,7 @@ fn main() -> Result<()> {
     let device = kusari_examples::gpu_or_host()?;
     let mut rng = Rng::seed(0);
     let host: Vec<Array> = (0..3)
-        .map(|_| Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng))
+        .map(|_| Array::uniform(&[3, 2], -1.0, 1.0, DType::F32, &mut rng).unwrap())
         .collect();
     let v: Vec<Variable> = host
         .iter()

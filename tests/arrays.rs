@@ -189,20 +189,20 @@ fn scalar_full_zeros_ones_and_their_likes() -> Result<()> {
     assert_eq!(s.item::<f64>()?, 2.5);
     assert_eq!(Array::scalar(7i64).dtype(), DType::I64);
 
-    let z = Array::zeros(&[2, 3], DType::F32);
+    let z = Array::zeros(&[2, 3], DType::F32)?;
     assert_eq!((z.dtype(), z.shape()), (DType::F32, &[2usize, 3][..]));
     assert_eq!(z.to_vec::<f32>()?, vec![0.0; 6]);
-    assert_eq!(Array::ones(&[4], DType::I64).to_vec::<i64>()?, vec![1; 4]);
+    assert_eq!(Array::ones(&[4], DType::I64)?.to_vec::<i64>()?, vec![1; 4]);
     // `as` casts truncate toward zero: 3.7 becomes 3 in int32.
     assert_eq!(
-        Array::full(&[3], 3.7, DType::I32).to_vec::<i32>()?,
+        Array::full(&[3], 3.7, DType::I32)?.to_vec::<i32>()?,
         vec![3; 3]
     );
     assert_eq!(
-        Array::full(&[2], -1.0, DType::Bool).to_vec::<bool>()?,
+        Array::full(&[2], -1.0, DType::Bool)?.to_vec::<bool>()?,
         vec![true; 2]
     );
-    assert_eq!(Array::full(&[0], 1.0, DType::F64).size(), 0);
+    assert_eq!(Array::full(&[0], 1.0, DType::F64)?.size(), 0);
 
     let base = Array::from_vec(vec![1i64, 2, 3], &[3])?;
     for (like, expected) in [
@@ -243,7 +243,7 @@ fn arange_counts_like_numpy() -> Result<()> {
 
 #[test]
 fn seeded_uniform_is_reproducible_and_in_bounds() {
-    let draw = |seed| Array::uniform(&[2000], -2.0, 3.0, DType::F64, &mut Rng::seed(seed));
+    let draw = |seed| Array::uniform(&[2000], -2.0, 3.0, DType::F64, &mut Rng::seed(seed)).unwrap();
     let (a, b, c) = (vals(&draw(42)), vals(&draw(42)), vals(&draw(43)));
     assert_eq!(a, b, "same seed, same values");
     let differing = a.iter().zip(&c).filter(|(x, y)| x != y).count();
@@ -258,11 +258,11 @@ fn seeded_uniform_is_reproducible_and_in_bounds() {
 
     // One generator keeps advancing: two consecutive arrays differ.
     let mut rng = Rng::seed(5);
-    let first = vals(&Array::uniform(&[8], 0.0, 1.0, DType::F64, &mut rng));
-    let second = vals(&Array::uniform(&[8], 0.0, 1.0, DType::F64, &mut rng));
+    let first = vals(&Array::uniform(&[8], 0.0, 1.0, DType::F64, &mut rng).unwrap());
+    let second = vals(&Array::uniform(&[8], 0.0, 1.0, DType::F64, &mut rng).unwrap());
     assert_ne!(first, second);
 
-    let f = Array::uniform(&[1000], 0.5, 0.75, DType::F32, &mut Rng::seed(1));
+    let f = Array::uniform(&[1000], 0.5, 0.75, DType::F32, &mut Rng::seed(1)).unwrap();
     assert_eq!(f.dtype(), DType::F32);
     assert!(vals(&f).iter().all(|&x| (0.5..=0.75).contains(&x)));
 }
@@ -270,7 +270,7 @@ fn seeded_uniform_is_reproducible_and_in_bounds() {
 #[test]
 fn seeded_normal_has_the_requested_moments() {
     let n = 100_000;
-    let draw = |seed| Array::normal(&[n], 2.0, 3.0, DType::F64, &mut Rng::seed(seed));
+    let draw = |seed| Array::normal(&[n], 2.0, 3.0, DType::F64, &mut Rng::seed(seed)).unwrap();
     let a = vals(&draw(7));
     assert_eq!(a, vals(&draw(7)), "same seed, same values");
     assert_ne!(a, vals(&draw(8)), "different seeds, different values");
@@ -279,7 +279,7 @@ fn seeded_normal_has_the_requested_moments() {
     // Standard errors for 1e5 draws of N(2, 9): 0.0095 for the mean, 0.0067 for the std.
     assert!((mean - 2.0).abs() < 0.05, "mean {mean}");
     assert!((var.sqrt() - 3.0).abs() < 0.05, "std {}", var.sqrt());
-    let f16 = Array::normal(&[10], 0.0, 1.0, DType::F16, &mut Rng::seed(7));
+    let f16 = Array::normal(&[10], 0.0, 1.0, DType::F16, &mut Rng::seed(7)).unwrap();
     assert_eq!(f16.dtype(), DType::F16);
 }
 
@@ -288,10 +288,10 @@ fn seeded_normal_has_the_requested_moments() {
 #[test]
 fn every_dtype_is_storable() -> Result<()> {
     for dt in DType::ALL {
-        let ones = Array::full(&[2, 3], 1.0, dt);
+        let ones = Array::full(&[2, 3], 1.0, dt)?;
         assert_eq!((ones.dtype(), ones.shape()), (dt, &[2usize, 3][..]));
         assert_eq!(vals(&ones), vec![1.0; 6], "{dt}");
-        assert_eq!(vals(&Array::zeros(&[4], dt)), vec![0.0; 4], "{dt}");
+        assert_eq!(vals(&Array::zeros(&[4], dt)?), vec![0.0; 4], "{dt}");
         // Converting to the own dtype is free: the same buffer.
         assert!(ones.astype(dt)?.shares_buffer(&ones));
         assert!(!ones.astype(DType::F64)?.shares_buffer(&ones) || dt == DType::F64);
@@ -794,7 +794,7 @@ fn arithmetic_broadcasts_like_numpy() -> Result<()> {
 
     // Incompatible shapes and dtypes are errors.
     assert!((&y + &arr(&[1.0, 2.0, 3.0], &[3])).is_err());
-    assert!((&y + &Array::ones(&[4], DType::F32)).is_err());
+    assert!((&y + &Array::ones(&[4], DType::F32)?).is_err());
     Ok(())
 }
 
@@ -813,11 +813,16 @@ fn scalar_operands_on_either_side() -> Result<()> {
     // Chained through Result: ((x * x) + x - 1) / 2 = (1, 2.5, 9.5).
     let w = (((&x * &x + &x)? - 1.0)? / 2.0)?;
     assert_eq!(vals(&w), vec![0.5, 2.5, 9.5]);
-    // The scalar takes the array's dtype: 2.5 in f32 is exact, in int32 it is 2.
+    // The scalar takes the array's dtype: 2.5 in f32 is exact; an int32 array cannot hold it,
+    // and rounding it would be a wrong answer (kusari does not promote), so that is an error.
     let f = Array::from_vec(vec![1.0f32, 2.0], &[2])?;
     assert_eq!((&f + 2.5)?.to_vec::<f32>()?, vec![3.5, 4.5]);
     let i = Array::from_vec(vec![1i32, 2], &[2])?;
-    assert_eq!((&i + 2.5)?.to_vec::<i32>()?, vec![3, 4]);
+    assert!(matches!(
+        &i + 2.5,
+        Err(kusari::Error::ScalarNotRepresentable { .. })
+    ));
+    assert_eq!((&i + 2.0)?.to_vec::<i32>()?, vec![3, 4]);
     Ok(())
 }
 
@@ -965,7 +970,7 @@ fn comparisons_give_bool_arrays() -> Result<()> {
     );
     let t = Array::from_vec(vec![true, false], &[2])?;
     assert_eq!(t.eq(&t)?.to_vec::<bool>()?, vec![true, true]);
-    assert!(a.eq(&Array::ones(&[4], DType::F32)).is_err());
+    assert!(a.eq(&Array::ones(&[4], DType::F32)?).is_err());
     Ok(())
 }
 
@@ -1138,7 +1143,7 @@ fn reductions_over_any_axes() -> Result<()> {
 
 #[test]
 fn reductions_of_empty_axes() -> Result<()> {
-    let e = Array::zeros(&[2, 0], DType::F64);
+    let e = Array::zeros(&[2, 0], DType::F64)?;
     assert!(e.max(Some(&[1]), false).is_err());
     assert!(e.min(Some(&[1]), false).is_err());
     assert!(e.max(None, false).is_err());
@@ -1155,16 +1160,16 @@ fn reductions_of_empty_axes() -> Result<()> {
 fn half_precision_sums_accumulate_in_f32() -> Result<()> {
     // Summed in f16 the total would stop at 2048 (2048 + 1 rounds back to 2048); 10000 is exact
     // in f16 (625 * 16, 10 significant bits).
-    let ones = Array::ones(&[10_000], DType::F16);
+    let ones = Array::ones(&[10_000], DType::F16)?;
     let s = ones.sum(None, false)?;
     assert_eq!(s.dtype(), DType::F16);
     assert_eq!(s.to_f64_vec()?, vec![10_000.0]);
     assert_eq!(ones.mean(None, false)?.to_f64_vec()?, vec![1.0]);
-    let rows = Array::ones(&[4, 5000], DType::F16).sum(Some(&[1]), true)?;
+    let rows = Array::ones(&[4, 5000], DType::F16)?.sum(Some(&[1]), true)?;
     assert_eq!(rows.shape(), &[4, 1]);
     assert_eq!(rows.to_f64_vec()?, vec![5000.0; 4]);
     // bf16 would stop at 256; 1000 = 125 * 8 is exact in bf16.
-    let b = Array::ones(&[1000], DType::BF16).sum(None, false)?;
+    let b = Array::ones(&[1000], DType::BF16)?.sum(None, false)?;
     assert_eq!(b.to_f64_vec()?, vec![1000.0]);
     Ok(())
 }
@@ -1210,7 +1215,7 @@ fn matmul_2d_matches_a_loop() -> Result<()> {
         vec![19.0, 22.0, 43.0, 50.0]
     );
     // An empty inner dimension gives zeros.
-    let z = Array::zeros(&[3, 0], DType::F64).matmul(&Array::zeros(&[0, 2], DType::F64))?;
+    let z = Array::zeros(&[3, 0], DType::F64)?.matmul(&Array::zeros(&[0, 2], DType::F64)?)?;
     assert_eq!((z.shape(), vals(&z)), (&[3usize, 2][..], vec![0.0; 6]));
     Ok(())
 }
@@ -1491,7 +1496,7 @@ fn large_broadcast_and_strided_operands_match_a_plain_loop() -> Result<()> {
 #[test]
 fn empty_arrays_through_every_path() -> Result<()> {
     // (0, 3): contiguous; its transpose (3, 0) is not.
-    let e = Array::zeros(&[0, 3], DType::F64);
+    let e = Array::zeros(&[0, 3], DType::F64)?;
     let et = e.t();
     assert!(!et.is_contiguous());
     assert_eq!(et.exp()?.shape(), &[3, 0]);
@@ -1510,7 +1515,7 @@ fn empty_arrays_through_every_path() -> Result<()> {
     assert_eq!(et.sum(Some(&[0]), false)?.shape(), &[0]);
     assert_eq!(vals(&et.sum(Some(&[1]), false)?), vec![0.0; 3]);
     assert_eq!(
-        e.matmul(&Array::zeros(&[3, 2], DType::F64))?.shape(),
+        e.matmul(&Array::zeros(&[3, 2], DType::F64)?)?.shape(),
         &[0, 2]
     );
     Ok(())
@@ -1518,11 +1523,11 @@ fn empty_arrays_through_every_path() -> Result<()> {
 
 #[test]
 fn empty_strided_arrays_convert_to_ndarray() -> Result<()> {
-    let et = Array::zeros(&[0, 3], DType::F32).t();
+    let et = Array::zeros(&[0, 3], DType::F32)?.t();
     let nd = et.to_ndarray::<f32>()?;
     assert_eq!(nd.shape(), &[3, 0]);
     assert_eq!(et.view::<f32>()?.len(), 0);
-    let flipped = Array::zeros(&[2, 0], DType::I32).flip(0)?;
+    let flipped = Array::zeros(&[2, 0], DType::I32)?.flip(0)?;
     assert_eq!(flipped.to_ndarray::<i32>()?.shape(), &[2, 0]);
     Ok(())
 }

@@ -76,7 +76,7 @@ pub fn arr(values: &[f64], shape: &[usize]) -> Array {
 /// Seeded uniform f64 values in `[-1, 1)`.
 pub fn uniform(shape: &[usize], seed: u64) -> Array {
     let mut rng = kusari::random::Rng::seed(seed);
-    Array::uniform(shape, -1.0, 1.0, DType::F64, &mut rng)
+    Array::uniform(shape, -1.0, 1.0, DType::F64, &mut rng).expect("a small uniform array")
 }
 
 /// The multi-index of C-order position `flat` in `shape`.

@@ -78,6 +78,7 @@ fn a_kernel_writing_one_element_past_its_output_crashes() {
     }
     if is_child() {
         let x = Array::ones(&[1000], DType::F32)
+            .unwrap()
             .to_device(Device::Cuda(0))
             .unwrap();
         let r = WRITE_PAST_END.launch(&[&x], &[]);
@@ -222,9 +223,20 @@ fn an_allocation_the_device_cannot_hold_is_an_error() {
         return;
     }
     let e = Array::zeros_on(&[1 << 45], DType::F32, Device::Cuda(0)).unwrap_err();
+    // The same error as the host's out of memory, naming the device and the bytes.
+    assert!(
+        matches!(
+            e,
+            kusari::Error::OutOfMemory {
+                device: Device::Cuda(0),
+                bytes,
+                ..
+            } if bytes == 1 << 47
+        ),
+        "{e:?}"
+    );
     let msg = e.to_string();
-    assert!(msg.contains("CUDA_ERROR_OUT_OF_MEMORY"), "{msg}");
-    assert!(msg.contains("cuda:0"), "{msg}");
+    assert!(msg.contains("out of memory on cuda:0"), "{msg}");
     // A size whose byte count overflows is an error too, not a wrap-around.
     let e = Array::zeros_on(&[usize::MAX / 2, 3], DType::F64, Device::Cuda(1)).unwrap_err();
     assert!(e.to_string().contains("overflow"), "{e}");

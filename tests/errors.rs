@@ -370,7 +370,7 @@ impl FunctionNode for Faulty {
                 vec![Some(g.clone()), Some((g * &y)?)]
             }
             Mistake::NanGradient => {
-                let nan = Array::full(g.shape(), f64::NAN, g.dtype());
+                let nan = Array::full(g.shape(), f64::NAN, g.dtype())?;
                 vec![Some(Variable::constant(nan)), Some(g.clone())]
             }
         })
@@ -602,7 +602,7 @@ fn set_grad_with_a_mismatched_gradient() {
     assert_mentions(&err, &["set_grad (w)", "shape [2]", "[3]"]);
 
     let err = w
-        .set_grad_array(Array::zeros(&[3], DType::F64))
+        .set_grad_array(Array::zeros(&[3], DType::F64).unwrap())
         .expect_err("float64 for float32");
     assert!(
         matches!(err, Error::GradDoesNotMatch { what: "dtype", .. }),
@@ -616,7 +616,7 @@ fn set_grad_with_a_mismatched_gradient() {
 fn grad_with_mismatched_argument_counts() {
     let x = Variable::new(f32s(&[2]));
     let y = F::sum(&(&x * &x).expect("mul")).expect("sum");
-    let one = Variable::constant(Array::ones(&[], DType::F32));
+    let one = Variable::constant(Array::ones(&[], DType::F32).unwrap());
     let err = grad(
         &[&y],
         &[&x],
@@ -681,7 +681,9 @@ fn grad_with_a_mismatched_grad_output_or_grad_input() {
     let err = grad(
         &[&y],
         &[&x],
-        Some(&[Some(Variable::constant(Array::ones(&[3], DType::F64)))]),
+        Some(&[Some(Variable::constant(
+            Array::ones(&[3], DType::F64).unwrap(),
+        ))]),
         GradOptions::default(),
     )
     .expect_err("grad_outputs[0] of the wrong dtype");

@@ -300,8 +300,8 @@ fn broadcast_gradients_sum_to_the_input_shapes() -> Result<()> {
     assert_eq!(vals(&ga), vec![10.0, 20.0, 30.0, 10.0, 20.0, 30.0]);
     // (3, 1) - (1, 4): the column's gradient sums over 4 columns, the row's (negated) over 3.
     let (c, r) = (
-        v(&Array::zeros(&[3, 1], DType::F64)),
-        v(&Array::zeros(&[1, 4], DType::F64)),
+        v(&Array::zeros(&[3, 1], DType::F64)?),
+        v(&Array::zeros(&[1, 4], DType::F64)?),
     );
     F::sum(&F::sub(&c, &r)?)?.backward()?;
     assert_eq!(vals(&c.grad_array().expect("grad")), vec![4.0; 3]);
@@ -580,7 +580,7 @@ fn sum_and_mean_over_axes() -> Result<()> {
     check_double_grad(m, one(&x))?;
     check_double_grad(&|x| F::sum_axes(&x[0], Some(&[1]), true), &[x])?;
     // By hand: the mean over 4 elements gives each 1/4 of the gradient.
-    let xv = v(&Array::ones(&[2, 4], DType::F64));
+    let xv = v(&Array::ones(&[2, 4], DType::F64)?);
     F::sum(&F::mean(&xv, Some(&[1]), false)?)?.backward()?;
     assert_eq!(vals(&xv.grad_array().expect("grad")), vec![0.25; 8]);
     Ok(())
@@ -989,7 +989,7 @@ fn softmax_cross_entropy_is_the_mean_negative_log_likelihood() -> Result<()> {
         }
     }
     // Uniform logits over 3 classes: loss ln 3 whatever the labels.
-    let flat = v(&Array::zeros(&[2, 3], DType::F64));
+    let flat = v(&Array::zeros(&[2, 3], DType::F64)?);
     let l = F::softmax_cross_entropy(&flat, &Array::from_vec(vec![0i64, 2], &[2])?)?;
     assert!((l.array().item::<f64>()? - 3f64.ln()).abs() < 1e-15);
     // Every sample ignored: zero loss and zero gradient.

@@ -802,7 +802,7 @@ fn a_function_failing_on_the_numerical_side_is_reported_with_its_error() {
     // The constant is float32: fine for the float32 input, a dtype mismatch once the numerical
     // side casts the input to float64.
     let x = values(&[3], DType::F32, 75);
-    let c = Variable::constant(Array::ones(&[3], DType::F32));
+    let c = Variable::constant(Array::ones(&[3], DType::F32).unwrap());
     let gy = values(&[3], DType::F32, 76);
     let err = check_backward(
         |v| F::mul(&v[0], &c),

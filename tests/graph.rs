@@ -447,7 +447,7 @@ fn one_element_output_is_seeded_with_one() -> Result<()> {
     assert_eq!(y.shape(), &[] as &[usize]);
     assert!(y.grad().is_none());
     y.backward()?;
-    assert_close(&grad_of(&y), &Array::ones(&[], DType::F32), 0.0, 0.0);
+    assert_close(&grad_of(&y), &Array::ones(&[], DType::F32)?, 0.0, 0.0);
     assert_close(&grad_of(&x), &arr(&[3.0, 3.0, 3.0], &[3]), 0.0, 0.0);
 
     // A [1, 1] output is also one element.
@@ -540,7 +540,7 @@ fn diamond_graph() -> Result<()> {
             Ok(F::sum(&(&(&h * &h)? + &(&h * 3.0)?)?)?.array().clone())
         },
         &[arr(&xs, &[3])],
-        &Array::ones(&[], DType::F64),
+        &Array::ones(&[], DType::F64)?,
         1e-6,
     )?;
     assert_close(&grad_of(&x), &num[0], 1e-6, 1e-6);
@@ -985,7 +985,7 @@ fn no_backprop_mode_records_no_graph() -> Result<()> {
         let y = F::sum(&(&x * &x)?)?;
         assert!(!y.has_creator());
         // Values are still computed: 1 + 4
-        assert_close(y.array(), &Array::full(&[], 5.0, DType::F64), 0.0, 0.0);
+        assert_close(y.array(), &Array::full(&[], 5.0, DType::F64)?, 0.0, 0.0);
         y.backward()?;
         assert!(x.grad().is_none(), "nothing to backprop through");
         {
@@ -1037,7 +1037,7 @@ fn dropout_in_train_mode_zeroes_about_ratio_and_scales_survivors() -> Result<()>
     kusari::random::seed(1234);
     let n = 20_000;
     let ratio = 0.25;
-    let x = Variable::new(Array::ones(&[n], DType::F64));
+    let x = Variable::new(Array::ones(&[n], DType::F64)?);
     let y = {
         let _train = using_train(true);
         F::dropout(&x, ratio)?

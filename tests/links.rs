@@ -62,7 +62,7 @@ fn linear_is_initialised_from_its_first_input() -> Result<()> {
     assert_eq!((l.in_size(), l.W.shape()), (None, None));
     assert_eq!(l.count_params(), 4, "only b before the first forward");
 
-    let x = Variable::new(Array::ones(&[2, 3], DType::F32));
+    let x = Variable::new(Array::ones(&[2, 3], DType::F32)?);
     let y = l.forward(&x)?;
     assert_eq!(y.shape(), [2, 4]);
     assert_eq!(l.W.shape(), Some(vec![4, 3]));
@@ -72,9 +72,9 @@ fn linear_is_initialised_from_its_first_input() -> Result<()> {
 
     // A second input of the same size reuses W; another size is an error that names both.
     let w = l.W.array()?.to_vec::<f32>()?;
-    l.forward(&Variable::new(Array::ones(&[5, 3], DType::F32)))?;
+    l.forward(&Variable::new(Array::ones(&[5, 3], DType::F32)?))?;
     let err = l
-        .forward(&Variable::new(Array::ones(&[2, 5], DType::F32)))
+        .forward(&Variable::new(Array::ones(&[2, 5], DType::F32)?))
         .unwrap_err();
     assert!(matches!(err, Error::Shape { op: "Linear", .. }), "{err:?}");
     let msg = err.to_string();
@@ -148,7 +148,7 @@ fn linear_function_gradients_pass_check_backward() -> Result<()> {
     y.backward()?;
     let grad = |p: &Parameter| p.grad().expect("a gradient");
     assert_close(&grad(&l.W), &gy.t().matmul(&x)?, 1e-12, 1e-12);
-    let ones = Array::ones(&[1, 5], DType::F64);
+    let ones = Array::ones(&[1, 5], DType::F64)?;
     assert_close(&grad(b), &ones.matmul(&gy)?.reshape(&[4])?, 1e-12, 1e-12);
     Ok(())
 }

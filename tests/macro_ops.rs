@@ -226,8 +226,8 @@ fn linear_function_matches_finite_differences_and_f_linear() -> Result<()> {
 
 #[test]
 fn kernel_forward_gpu_checks_its_signature_then_reports_no_cuda() {
-    let f32a = Array::zeros(&[2], DType::F32);
-    let f64a = Array::zeros(&[2], DType::F64);
+    let f32a = Array::zeros(&[2], DType::F32).unwrap();
+    let f64a = Array::zeros(&[2], DType::F64).unwrap();
     let mut ctx = ForwardContext::default();
     let mut op = muladd_kernel::MulAdd;
     assert_eq!(op.label(), "MulAdd");

@@ -83,10 +83,10 @@ fn to_device_is_an_error_naming_the_device() {
     for a in [
         x.t(),
         x.flip(1).unwrap(),
-        Array::zeros(&[0, 4], DType::F64),
+        Array::zeros(&[0, 4], DType::F64).unwrap(),
         Array::scalar(true),
-        Array::ones(&[3], DType::I64),
-        Array::ones(&[3], DType::BF16),
+        Array::ones(&[3], DType::I64).unwrap(),
+        Array::ones(&[3], DType::BF16).unwrap(),
     ] {
         assert_unavailable(a.to_device(Device::Cuda(0)), "to_device(cuda:0)", &[]);
     }
@@ -100,7 +100,7 @@ fn a_device_far_beyond_the_count_is_named_in_the_error() {
     if !no_gpu("a_device_far_beyond_the_count_is_named_in_the_error") {
         return;
     }
-    let x = Array::ones(&[2], DType::F32);
+    let x = Array::ones(&[2], DType::F32).unwrap();
     assert_unavailable(
         x.to_device(Device::Cuda(1000)),
         "to_device(cuda:1000)",
@@ -200,13 +200,13 @@ fn launching_a_kernel_on_host_arrays_is_an_error() {
     }
     static AXPY: ElementwiseKernel =
         ElementwiseKernel::new("axpy", "T x, T y", "T w", "T a", "w = a * x + y;");
-    let x = Array::ones(&[3], DType::F32);
+    let x = Array::ones(&[3], DType::F32).unwrap();
     let msg = assert_unavailable(AXPY.launch(&[&x, &x], &[2.0]), "kernel axpy", &["native:0"]);
     assert!(msg.contains("to_device"), "the message says how: {msg}");
     // Argument errors come first, and are not CudaUnavailable.
     let e = AXPY.launch(&[&x, &x], &[]).unwrap_err();
     assert!(e.to_string().contains("scalar parameter"), "{e}");
-    let y = Array::ones(&[3], DType::F64);
+    let y = Array::ones(&[3], DType::F64).unwrap();
     let e = AXPY.launch(&[&x, &y], &[2.0]).unwrap_err();
     assert!(!matches!(e, Error::CudaUnavailable { .. }), "{e:?}");
     assert!(
@@ -265,7 +265,7 @@ fn nothing_was_launched_or_loaded() {
         return;
     }
     // Whatever the other tests of this binary tried, no kernel reached a device.
-    let x = Array::ones(&[2], DType::F32);
+    let x = Array::ones(&[2], DType::F32).unwrap();
     assert!(x.to_device(Device::Cuda(0)).is_err());
     let stats = cuda::kernel_stats();
     assert_eq!(stats.launches, 0, "{stats:?}");

@@ -12,14 +12,14 @@ use ndarray::{ArrayD, Axis, Ix2, IxDyn};
 mod muladd_kernel;
 
 fn uniform(shape: &'static [usize], low: f64, high: f64) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
-    move |rng, dtype| vec![Array::uniform(shape, low, high, dtype, rng)]
+    move |rng, dtype| vec![Array::uniform(shape, low, high, dtype, rng).unwrap()]
 }
 
 fn two(a: &'static [usize], b: &'static [usize]) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
     move |rng, dtype| {
         vec![
-            Array::uniform(a, -1.0, 1.0, dtype, rng),
-            Array::uniform(b, -1.0, 1.0, dtype, rng),
+            Array::uniform(a, -1.0, 1.0, dtype, rng).unwrap(),
+            Array::uniform(b, -1.0, 1.0, dtype, rng).unwrap(),
         ]
     }
 }
@@ -74,15 +74,15 @@ kusari::op_tests!(sub => OpTest::new("sub", two(&[2, 3], &[2, 3]))
     .expected(|x| vec![&x[0] - &x[1]]));
 
 kusari::op_tests!(div => OpTest::new("div", |rng, dtype| vec![
-        Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng),
-        Array::uniform(&[2, 3], 0.5, 2.0, dtype, rng),
+        Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng).unwrap(),
+        Array::uniform(&[2, 3], 0.5, 2.0, dtype, rng).unwrap(),
     ])
     .forward(|x| F::div(&x[0], &x[1]))
     .expected(|x| vec![&x[0] / &x[1]]));
 
 kusari::op_tests!(pow => OpTest::new("pow", |rng, dtype| vec![
-        Array::uniform(&[2, 3], 0.5, 2.0, dtype, rng),
-        Array::uniform(&[2, 3], -1.0, 2.0, dtype, rng),
+        Array::uniform(&[2, 3], 0.5, 2.0, dtype, rng).unwrap(),
+        Array::uniform(&[2, 3], -1.0, 2.0, dtype, rng).unwrap(),
     ])
     .forward(|x| F::pow(&x[0], &x[1]))
     .expected(|x| vec![ndarray::Zip::from(&x[0]).and(&x[1]).map_collect(|a, b| a.powf(*b))]));
@@ -105,9 +105,9 @@ kusari::op_tests!(matmul => OpTest::new("matmul", two(&[2, 3], &[3, 4]))
 }));
 
 kusari::op_tests!(linear => OpTest::new("linear", |rng, dtype| vec![
-    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng),
-    Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng),
-    Array::uniform(&[4], -1.0, 1.0, dtype, rng),
+    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::uniform(&[4], -1.0, 1.0, dtype, rng).unwrap(),
 ])
 .forward(|x| F::linear(&x[0], &x[1], Some(&x[2])))
 .expected(|x| {
@@ -157,7 +157,7 @@ kusari::op_tests!(log_softmax => OpTest::new("log_softmax", uniform(&[3, 4], -2.
 }));
 
 kusari::op_tests!(softmax_cross_entropy => OpTest::new("softmax_cross_entropy", |rng, dtype| vec![
-    Array::uniform(&[4, 3], -2.0, 2.0, dtype, rng),
+    Array::uniform(&[4, 3], -2.0, 2.0, dtype, rng).unwrap(),
     Array::from_vec(vec![0i64, 2, -1, 1], &[4]).expect("4 labels"),
 ])
 .forward(|x| F::softmax_cross_entropy(&x[0], x[1].array()))
@@ -175,9 +175,9 @@ kusari::op_tests!(softmax_cross_entropy => OpTest::new("softmax_cross_entropy", 
 }));
 
 kusari::op_tests!(muladd_example => OpTest::new("MulAdd", |rng, dtype| vec![
-        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng),
-        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng),
-        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng),
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng).unwrap(),
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng).unwrap(),
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng).unwrap(),
     ])
     .forward(|x| muladd_kernel::mul_add(&x[0], &x[1], &x[2]))
     .expected(|x| vec![&x[0] * &x[1] + &x[2]]));
@@ -280,7 +280,7 @@ kusari::op_tests!(min => OpTest::new("min", uniform(&[3, 4], -1.0, 1.0))
     .avoid(|x| near_tie(&x[0], 0.02)));
 
 kusari::op_tests!(select_item => OpTest::new("select_item", |rng, dtype| vec![
-        Array::uniform(&[3, 4], -1.0, 1.0, dtype, rng),
+        Array::uniform(&[3, 4], -1.0, 1.0, dtype, rng).unwrap(),
         Array::from_vec(vec![3i32, -1, 0], &[3]).expect("3 labels"),
     ])
     .forward(|x| F::select_item(&x[0], x[1].array()))
@@ -293,6 +293,7 @@ kusari::op_tests!(select_item => OpTest::new("select_item", |rng, dtype| vec![
 fn dropout_expected(x: &ArrayD<f64>, ratio: f64, seed: u64) -> ArrayD<f64> {
     let mut rng = Rng::seed(seed);
     let u = Array::uniform(x.shape(), 0.0, 1.0, DType::F64, &mut rng)
+        .unwrap()
         .to_f64_vec()
         .expect("host");
     let scaled: Vec<f64> = x
@@ -340,7 +341,7 @@ mod old_style;
 fn three(shape: &'static [usize]) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
     move |rng, dtype| {
         (0..3)
-            .map(|_| Array::uniform(shape, -1.0, 1.0, dtype, rng))
+            .map(|_| Array::uniform(shape, -1.0, 1.0, dtype, rng).unwrap())
             .collect()
     }
 }
@@ -373,9 +374,9 @@ kusari::op_tests!(example_05_dropout => OpTest::new("05 Dropout", uniform(&[4, 5
     .expected(|x| vec![dropout_expected(&x[0], 0.25, 5)]));
 
 kusari::op_tests!(example_06_linear => OpTest::new("06 LinearFunction", |rng, dtype| vec![
-    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng),
-    Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng),
-    Array::uniform(&[4], -1.0, 1.0, dtype, rng),
+    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::uniform(&[4], -1.0, 1.0, dtype, rng).unwrap(),
 ])
 .forward(|x| linear_example::linear(&x[0], &x[1], &x[2]))
 .expected(|x| {

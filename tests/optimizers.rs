@@ -493,7 +493,7 @@ fn a_hook_error_or_a_hook_changing_a_gradients_shape_changes_nothing() -> Result
     );
 
     let mut opt = SGD::new().with_hook(|params: &mut [ParamGrad]| -> Result<()> {
-        params[1].grad = Array::zeros(&[7], DType::F64);
+        params[1].grad = Array::zeros(&[7], DType::F64)?;
         Ok(())
     });
     let err = opt.update(&link).unwrap_err().to_string();
@@ -691,7 +691,7 @@ fn steps_to_converge(
     max_steps: usize,
 ) -> Result<Option<usize>> {
     let target = [1.0, -2.0, 0.5, 3.0];
-    let w = Parameter::from_array(Array::zeros(&[4], dtype));
+    let w = Parameter::from_array(Array::zeros(&[4], dtype)?);
     let link = Tiny {
         a: w,
         b: Parameter::new(Zero, dtype),

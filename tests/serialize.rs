@@ -106,7 +106,7 @@ fn every_dtype_zeroed() -> Params {
                 let a = p.array().expect("initialised");
                 (
                     name,
-                    Parameter::from_array(Array::zeros(a.shape(), a.dtype())),
+                    Parameter::from_array(Array::zeros(a.shape(), a.dtype()).unwrap()),
                 )
             })
             .collect(),

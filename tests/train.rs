@@ -62,7 +62,7 @@ fn leaky_relu_kernel_compiles() -> Result<()> {
         eprintln!("SKIPPED leaky_relu_kernel_compiles: NVRTC is not installed");
         return Ok(());
     }
-    let x = Array::zeros(&[32, 64], DType::F32);
+    let x = Array::zeros(&[32, 64], DType::F32)?;
     for kernel in LeakyRelu::KERNELS {
         let source = kernel.source_for(&[&x])?;
         compile_ptx(&source, "compute_90").map_err(|e| Error::msg(e.to_string()))?;

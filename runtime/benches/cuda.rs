@@ -56,7 +56,8 @@ const GPU: Device = Device::Cuda(0);
 const ELEMENTS: usize = 16 << 20;
 
 fn uniform_on(shape: &[usize], seed: u64, device: Device) -> Array {
-    let a = Array::uniform(shape, -1.0, 1.0, DType::F32, &mut Rng::seed(seed));
+    let a =
+        Array::uniform(shape, -1.0, 1.0, DType::F32, &mut Rng::seed(seed)).expect("a small array");
     a.to_device(device).expect("copy to the device")
 }
 
@@ -223,7 +224,7 @@ fn bench_compile(c: &mut Criterion) {
     // The device's architecture when there is one, else Hopper's (sm_90).
     let (major, minor) = cuda::properties(0).map_or((9, 0), |p| p.1);
     let target = target_for(major, minor);
-    let host = Array::zeros(&[3, 2], DType::F32);
+    let host = Array::zeros(&[3, 2], DType::F32).expect("a small array");
     let src = MulAdd::KERNELS[0]
         .source_for(&[&host, &host, &host])
         .expect("the kernel's source");

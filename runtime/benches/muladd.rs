@@ -39,7 +39,7 @@ fn muladd(x: &Variable, y: &Variable, z: &Variable) -> Result<Variable> {
 
 fn inputs(shape: &[usize]) -> (Variable, Variable, Variable) {
     let mut rng = Rng::seed(0);
-    let mut v = || Variable::new(Array::uniform(shape, -1.0, 1.0, DType::F32, &mut rng));
+    let mut v = || Variable::new(Array::uniform(shape, -1.0, 1.0, DType::F32, &mut rng).unwrap());
     (v(), v(), v())
 }
 
@@ -53,7 +53,7 @@ fn bench_muladd(c: &mut Criterion) {
                 .measurement_time(Duration::from_secs(4));
         }
         let (x, y, z) = inputs(&shape);
-        let g = Array::ones(&shape, DType::F32);
+        let g = Array::ones(&shape, DType::F32).unwrap();
         group.bench_function(BenchmarkId::new("forward", &label), |b| {
             b.iter(|| muladd(black_box(&x), black_box(&y), black_box(&z)).expect("forward"))
         });

@@ -315,7 +315,10 @@ impl<'a> Engine<'a> {
                 };
                 if self.retain_grad {
                     if let Some(g) = &g {
-                        lock(&n.grad).grad = Some(g.clone());
+                        let mut state = lock(&n.grad);
+                        if n.has_handles() {
+                            state.grad = Some(g.clone());
+                        }
                     }
                 }
                 g
@@ -361,11 +364,14 @@ impl<'a> Engine<'a> {
                 })?
         };
         check_grads(func, &gxs)?;
+        // `targets` is sorted: walk it beside the gradients (linear in the number of inputs).
+        let mut wanted = targets.iter().copied().peekable();
         for (i, gx) in gxs.into_iter().enumerate() {
-            let Some(gx) = gx else { continue };
-            if !targets.contains(&i) {
+            while wanted.next_if(|&t| t < i).is_some() {}
+            if wanted.next_if_eq(&i).is_none() {
                 continue;
             }
+            let Some(gx) = gx else { continue };
             let node = func.inputs[i].node.clone();
             self.add_grad(&node, gx)?;
             if self.continues_below(&node) {
@@ -420,18 +426,30 @@ fn check_grads(func: &FuncNode, gxs: &[Option<Variable>]) -> Result<()> {
 }
 
 /// Stores `g` as the node's gradient, summed with the one already there when `accumulate_old`.
+///
+/// The lock is held from reading the old gradient to storing the sum, so backward passes on
+/// several threads into one variable lose no update. A node no [`Variable`] holds any more gets
+/// nothing: nobody could read it, and a gradient with a graph would keep the node alive.
 fn store_grad(
     node: &Arc<VarNode>,
     g: Variable,
     accumulate_old: bool,
     loss_scale: Option<f64>,
 ) -> Result<()> {
-    let old = lock(&node.grad).grad.clone();
-    let new = match old {
-        Some(old) if accumulate_old => accumulate(&old, &g)?,
+    let mut state = lock(&node.grad);
+    if !node.has_handles() {
+        return Ok(());
+    }
+    let new = match state.grad.take() {
+        Some(old) if accumulate_old => match accumulate(&old, &g) {
+            Ok(sum) => sum,
+            Err(e) => {
+                state.grad = Some(old);
+                return Err(e);
+            }
+        },
         _ => g,
     };
-    let mut state = lock(&node.grad);
     state.grad = Some(new);
     if loss_scale.is_some() {
         state.loss_scale = loss_scale;

@@ -14,7 +14,7 @@
 //! assert!(config::train());
 //! ```
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -95,8 +95,33 @@ pub fn set_global(config: Config) {
     GLOBAL.store(config.bits(), Ordering::Relaxed);
 }
 
+/// A scoped change: the fields in `mask` take the values in `bits` while the guard `id` lives.
+#[derive(Clone, Copy)]
+struct Override {
+    id: u64,
+    mask: u8,
+    bits: u8,
+}
+
+/// This thread's configuration: where it started, the live scoped changes in the order they were
+/// made, and the configuration they add up to (cached, read on every function application).
+struct Scopes {
+    base: u8,
+    overrides: Vec<Override>,
+    next_id: u64,
+}
+
+impl Scopes {
+    fn effective(&self) -> u8 {
+        self.overrides
+            .iter()
+            .fold(self.base, |acc, o| (acc & !o.mask) | (o.bits & o.mask))
+    }
+}
+
 thread_local! {
     static CURRENT: Cell<Config> = Cell::new(global());
+    static SCOPES: RefCell<Option<Scopes>> = const { RefCell::new(None) };
 }
 
 /// This thread's configuration.
@@ -119,46 +144,91 @@ pub fn debug() -> bool {
     current().debug
 }
 
-/// Restores the previous configuration of its thread when dropped. Not `Send`: it belongs to
-/// the thread whose configuration it changed.
+/// Undoes one scoped change of its thread's configuration when dropped: the fields it set go
+/// back to what the other live guards (or the thread's defaults) say, whatever the order in
+/// which guards are dropped. Not `Send`: it belongs to the thread whose configuration it changed.
+///
+/// ```
+/// use kusari::config;
+/// let mut g = config::no_backprop_mode();
+/// g = config::using_train(false); // drops the no_backprop_mode guard first
+/// assert!(config::enable_backprop() && !config::train());
+/// drop(g);
+/// assert!(config::enable_backprop() && config::train());
+/// ```
 #[must_use = "the configuration is restored when the guard is dropped"]
 #[derive(Debug)]
 pub struct ConfigGuard {
-    previous: Config,
+    id: u64,
     _thread_bound: PhantomData<*const ()>,
 }
 
 impl Drop for ConfigGuard {
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(self.previous));
+        let bits = SCOPES.with(|s| {
+            let mut s = s.borrow_mut();
+            let scopes = s.as_mut()?;
+            let at = scopes.overrides.iter().rposition(|o| o.id == self.id)?;
+            scopes.overrides.remove(at);
+            Some(scopes.effective())
+        });
+        if let Some(bits) = bits {
+            CURRENT.with(|c| c.set(Config::from_bits(bits)));
+        }
+    }
+}
+
+const ALL_FIELDS: u8 = TRAIN | BACKPROP | DEBUG | FALLBACK;
+
+/// Sets the fields in `mask` to their values in `config` until the guard drops.
+fn scoped(mask: u8, config: Config) -> ConfigGuard {
+    let (id, bits) = SCOPES.with(|s| {
+        let mut s = s.borrow_mut();
+        let scopes = s.get_or_insert_with(|| Scopes {
+            base: current().bits(),
+            overrides: Vec::new(),
+            next_id: 0,
+        });
+        let id = scopes.next_id;
+        scopes.next_id += 1;
+        scopes.overrides.push(Override {
+            id,
+            mask,
+            bits: config.bits(),
+        });
+        (id, scopes.effective())
+    });
+    CURRENT.with(|c| c.set(Config::from_bits(bits)));
+    ConfigGuard {
+        id,
+        _thread_bound: PhantomData,
     }
 }
 
 /// Sets this thread's whole configuration until the guard drops.
 pub fn using_config(config: Config) -> ConfigGuard {
-    let previous = CURRENT.with(|c| c.replace(config));
-    ConfigGuard {
-        previous,
-        _thread_bound: PhantomData,
-    }
+    scoped(ALL_FIELDS, config)
 }
 
 /// Training mode on or off until the guard drops.
 pub fn using_train(train: bool) -> ConfigGuard {
-    using_config(Config { train, ..current() })
+    scoped(TRAIN, Config { train, ..current() })
 }
 
 /// Graph recording on or off until the guard drops.
 pub fn using_backprop(enable_backprop: bool) -> ConfigGuard {
-    using_config(Config {
-        enable_backprop,
-        ..current()
-    })
+    scoped(
+        BACKPROP,
+        Config {
+            enable_backprop,
+            ..current()
+        },
+    )
 }
 
 /// Debug checks on or off until the guard drops.
 pub fn using_debug(debug: bool) -> ConfigGuard {
-    using_config(Config { debug, ..current() })
+    scoped(DEBUG, Config { debug, ..current() })
 }
 
 /// Host fallback allowed or forbidden until the guard drops (see [`Config::host_fallback`]).
@@ -168,10 +238,13 @@ pub fn using_debug(debug: bool) -> ConfigGuard {
 /// assert!(!kusari::config::current().host_fallback);
 /// ```
 pub fn using_host_fallback(host_fallback: bool) -> ConfigGuard {
-    using_config(Config {
-        host_fallback,
-        ..current()
-    })
+    scoped(
+        FALLBACK,
+        Config {
+            host_fallback,
+            ..current()
+        },
+    )
 }
 
 /// No graph is recorded until the guard drops (Chainer's `no_backprop_mode`).

@@ -20,6 +20,44 @@ pub enum Error {
         /// Right operand's shape.
         rhs: Vec<usize>,
     },
+    /// A shape whose element count, strides or size in bytes do not fit the address space.
+    #[error("{op}: shape {shape:?} of {dtype} is too large: {what} overflows")]
+    ShapeOverflow {
+        /// The operation.
+        op: &'static str,
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// The element type.
+        dtype: DType,
+        /// What overflows: the element count, the size in bytes or a stride.
+        what: &'static str,
+    },
+    /// A scalar operand that the array's dtype cannot hold exactly (a fraction, NaN, infinity or
+    /// a value out of range for an integer array): kusari does not promote dtypes, and rounding
+    /// the scalar would give a wrong answer.
+    #[error("{op}: the scalar {scalar} is not a {dtype} value ({reason}), and the array is {dtype}{shape:?}; kusari does not promote dtypes: convert the array first (e.g. astype(DType::F64))")]
+    ScalarNotRepresentable {
+        /// The operation.
+        op: &'static str,
+        /// The scalar given.
+        scalar: f64,
+        /// The array's dtype.
+        dtype: DType,
+        /// The array's shape.
+        shape: Vec<usize>,
+        /// Why it does not fit: "not an integer" or "out of range".
+        reason: &'static str,
+    },
+    /// A buffer the device cannot provide (NumPy's `MemoryError`).
+    #[error("{op}: out of memory on {device}: cannot allocate {bytes} bytes ({})", human_bytes(*bytes))]
+    OutOfMemory {
+        /// The operation.
+        op: String,
+        /// Where the buffer was asked for.
+        device: Device,
+        /// The size asked for.
+        bytes: usize,
+    },
     /// Operands of different dtypes (kusari never promotes silently).
     #[error("{op}: dtype mismatch, {lhs} {lhs_shape:?} vs {rhs} {rhs_shape:?} (convert one with astype)")]
     DTypeMismatch {
@@ -404,5 +442,21 @@ impl Error {
     /// An error with a free-form message, for user-written functions.
     pub fn msg(msg: impl Into<String>) -> Self {
         Error::Msg(msg.into())
+    }
+}
+
+/// `1.5 GiB`-style sizes for messages.
+fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
     }
 }

@@ -44,7 +44,7 @@ use crate::{Array, DType, Device};
 /// }
 ///
 /// # fn main() -> Result<()> {
-/// let v = |a: f64| Variable::new(Array::full(&[2], a, DType::F64));
+/// let v = |a: f64| Variable::new(Array::full(&[2], a, DType::F64).unwrap());
 /// let (x, y, z) = (v(2.0), v(3.0), v(1.0));
 /// let w = MulAdd.apply(&[&x, &y, &z])?.remove(0);
 /// assert_eq!(w.array().to_vec::<f64>()?, vec![7.0, 7.0]);
@@ -155,6 +155,36 @@ impl Indexes {
             &self.inline[..self.len]
         } else {
             &self.spilled
+        }
+    }
+
+    /// Membership for indexes below `n`: a scan of the inline list, or a table for a long one
+    /// (so that recording a function of many inputs stays linear in their number).
+    fn mask(&self, n: usize) -> IndexMask<'_> {
+        if self.spilled.is_empty() {
+            IndexMask::List(&self.inline[..self.len])
+        } else {
+            let mut table = vec![false; n];
+            for &i in &self.spilled {
+                if let Some(t) = table.get_mut(i) {
+                    *t = true;
+                }
+            }
+            IndexMask::Table(table)
+        }
+    }
+}
+
+enum IndexMask<'a> {
+    List(&'a [usize]),
+    Table(Vec<bool>),
+}
+
+impl IndexMask<'_> {
+    fn contains(&self, i: usize) -> bool {
+        match self {
+            IndexMask::List(l) => l.contains(&i),
+            IndexMask::Table(t) => t.get(i).copied().unwrap_or(false),
         }
     }
 }
@@ -413,23 +443,23 @@ fn apply_with<F: FunctionNode>(
         .into_iter()
         .map(|a| Variable::from_node(Arc::new(VarNode::new(&a, true, rank + 1)), a))
         .collect();
-    let retain_in = ctx.retain_inputs.as_slice();
+    let retain_in = ctx.retain_inputs.mask(inputs.len());
     let input_slots: Vec<InputSlot> = inputs
         .iter()
         .zip(arrays)
         .enumerate()
         .map(|(i, (v, a))| InputSlot {
             node: v.node.clone(),
-            retained: retain_in.contains(&i).then(|| a.clone()),
+            retained: retain_in.contains(i).then(|| a.clone()),
         })
         .collect();
-    let retain_out = ctx.retain_outputs.as_slice();
+    let retain_out = ctx.retain_outputs.mask(results.len());
     let output_slots: Vec<OutputSlot> = results
         .iter()
         .enumerate()
         .map(|(i, v)| OutputSlot {
             node: Mutex::new(Arc::downgrade(&v.node)),
-            retained: retain_out.contains(&i).then(|| v.array.clone()),
+            retained: retain_out.contains(i).then(|| v.array.clone()),
             shape: v.node.shape.clone(),
             dtype: v.node.dtype,
             device: v.node.device,

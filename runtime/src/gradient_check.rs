@@ -37,7 +37,7 @@ use crate::{Array, DType, Device, Variable};
 /// ```
 /// use kusari::gradient_check::IntoOutputs;
 /// use kusari::{Array, DType};
-/// let a = Array::zeros(&[2], DType::F32);
+/// let a = Array::zeros(&[2], DType::F32).unwrap();
 /// assert_eq!(a.clone().into_outputs().len(), 1);
 /// assert_eq!((a.clone(), a).into_outputs().len(), 2);
 /// ```
@@ -182,7 +182,7 @@ where
 /// use kusari::{Array, DType, Error, Result};
 /// # fn main() -> Result<()> {
 /// let x = Array::from_vec(vec![0.5f64, 0.0], &[2])?;
-/// let gy = Array::ones(&[2], DType::F64);
+/// let gy = Array::ones(&[2], DType::F64).unwrap();
 /// let detect = NumericalGradOptions::default().detect_nondifferentiable(true);
 /// let err = numerical_grad_with(|v| v[0].abs(), &[x], &[Some(gy)], 1e-3, &detect)
 ///     .expect_err("|x| has a kink at 0");
@@ -613,7 +613,7 @@ impl CheckOptions {
 /// use kusari::gradient_check::{check_backward, CheckOptions};
 /// # fn main() -> Result<()> {
 /// let mut rng = Rng::seed(0);
-/// let x = Array::uniform(&[4, 3], -1.0, 1.0, DType::F32, &mut rng);
+/// let x = Array::uniform(&[4, 3], -1.0, 1.0, DType::F32, &mut rng).unwrap();
 /// let t = Array::from_vec(vec![0i64, 2, 1, 2], &[4])?;
 /// // A scalar loss: grad_outputs may be omitted. The int64 labels get no gradient.
 /// let loss = |v: &[Variable]| F::softmax_cross_entropy(&v[0], v[1].array());

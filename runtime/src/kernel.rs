@@ -17,7 +17,7 @@ use crate::{Array, DType};
 /// use kusari::{Array, DType, ElementwiseKernel};
 /// static MUL_ADD: ElementwiseKernel =
 ///     ElementwiseKernel::new("mul_add_fwd", "T x, T y, T z", "T w", "", "w = x * y + z;");
-/// let x = Array::zeros(&[3], DType::F32);
+/// let x = Array::zeros(&[3], DType::F32).unwrap();
 /// let types = MUL_ADD.bind(&[&x, &x, &x]).unwrap();
 /// assert_eq!(types, vec![('T', DType::F32)]);
 /// ```
@@ -420,8 +420,8 @@ mod tests {
 
     #[test]
     fn binds_placeholders_and_rejects_conflicts() {
-        let f32a = Array::zeros(&[2], DType::F32);
-        let f64a = Array::zeros(&[2], DType::F64);
+        let f32a = Array::zeros(&[2], DType::F32).unwrap();
+        let f64a = Array::zeros(&[2], DType::F64).unwrap();
         assert_eq!(
             K.bind(&[&f64a, &f32a, &f32a]).unwrap(),
             vec![('T', DType::F64), ('U', DType::F32)]
@@ -450,19 +450,19 @@ mod tests {
     #[test]
     fn the_source_follows_the_inputs_layouts_and_dtypes() {
         let k = ElementwiseKernel::new("madd", "T x, T y", "T w", "", "w = x + y;");
-        let a = Array::zeros(&[2, 3], DType::F64);
+        let a = Array::zeros(&[2, 3], DType::F64).unwrap();
         let src = k.source_for(&[&a, &a]).unwrap();
         assert_eq!(src.entry, "madd__contiguous_i32");
         assert!(src.source.contains("typedef double T;"));
         // A transposed or broadcast operand takes the strided path, with the loop's rank.
-        let t = Array::zeros(&[3, 2], DType::F64).t();
+        let t = Array::zeros(&[3, 2], DType::F64).unwrap().t();
         assert_eq!(k.source_for(&[&a, &t]).unwrap().entry, "madd__strided2_i32");
-        let row = Array::zeros(&[3], DType::F64);
+        let row = Array::zeros(&[3], DType::F64).unwrap();
         assert_eq!(
             k.source_for(&[&a, &row]).unwrap().entry,
             "madd__strided2_i32"
         );
-        let bad = Array::zeros(&[4], DType::F64);
+        let bad = Array::zeros(&[4], DType::F64).unwrap();
         assert!(matches!(
             k.source_for(&[&a, &bad]),
             Err(Error::Broadcast { .. })
@@ -519,7 +519,7 @@ mod tests {
 
     #[test]
     fn launch_checks_arguments_then_reports_no_cuda() {
-        let a = Array::zeros(&[2], DType::F32);
+        let a = Array::zeros(&[2], DType::F32).unwrap();
         let k = ElementwiseKernel::new("k", "T x", "T w", "T alpha", "w = x * alpha;");
         assert!(k
             .launch(&[&a], &[])

@@ -7,6 +7,7 @@
 use ndarray::{Dimension, IxDyn};
 
 use crate::error::{Error, Result};
+use crate::DType;
 
 /// A shape held inline for up to four dimensions.
 pub(crate) type Shape = IxDyn;
@@ -23,14 +24,42 @@ pub(crate) struct Layout {
 }
 
 /// C-order (row-major) strides for `shape`.
+///
+/// For a shape that passed [`checked_size`] every stride fits in `isize`. A zero-size array may
+/// have axes whose product overflows (`[0, 1 << 62, 8]`): its strides saturate, which is harmless
+/// since no element is ever addressed through them.
 pub(crate) fn c_strides(shape: &[usize]) -> IxDyn {
     let mut strides = IxDyn::zeros(shape.len());
     let mut acc = 1usize;
     for (s, &d) in strides.slice_mut().iter_mut().zip(shape).rev() {
         *s = acc;
-        acc *= d.max(1);
+        acc = acc.saturating_mul(d.max(1)).min(isize::MAX as usize);
     }
     strides
+}
+
+/// The element count of `shape`, checked: the count, the size in bytes of `dtype` elements and
+/// the largest C-order stride must all fit in `isize` (the bound of Rust allocations and of
+/// pointer offsets). A shape with a zero axis has no elements, whatever its other axes.
+pub(crate) fn checked_size(op: &'static str, shape: &[usize], dtype: DType) -> Result<usize> {
+    let overflow = |what| Error::ShapeOverflow {
+        op,
+        shape: shape.to_vec(),
+        dtype,
+        what,
+    };
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    let size = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| overflow("the element count"))?;
+    size.checked_mul(dtype.size_in_bytes())
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| overflow("the size in bytes"))?;
+    Ok(size)
 }
 
 impl Layout {
@@ -77,7 +106,13 @@ impl Layout {
     }
 
     pub(crate) fn size(&self) -> usize {
-        self.dims.size()
+        // Shapes are checked where they are made (`checked_size`), so the product can only
+        // overflow when an axis is zero (`[8, 1 << 62, 0]`): the array is then empty.
+        self.dims
+            .slice()
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .unwrap_or(0)
     }
 
     pub(crate) fn offset(&self) -> usize {

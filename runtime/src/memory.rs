@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use kusari::{memory, Array, DType};
-//! let a = Array::zeros(&[1024, 1024], DType::F32); // 4 MiB
+//! let a = Array::zeros(&[1024, 1024], DType::F32).unwrap(); // 4 MiB
 //! let b = (&a + 1.0).unwrap();
 //! drop(b);
 //! assert!(memory::cached_bytes() >= 4 << 20);

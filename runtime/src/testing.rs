@@ -15,7 +15,7 @@
 //! use kusari::prelude::*;
 //! use kusari::testing::OpTest;
 //!
-//! let relu = OpTest::new("relu", |rng, dtype| vec![Array::uniform(&[3, 4], -1.0, 1.0, dtype, rng)])
+//! let relu = OpTest::new("relu", |rng, dtype| vec![Array::uniform(&[3, 4], -1.0, 1.0, dtype, rng).unwrap()])
 //!     .forward(|x| F::relu(&x[0]))
 //!     .expected(|x| vec![x[0].mapv(|v| v.max(0.0))])
 //!     // The kink at 0: finite differences across it are wrong, so draw inputs away from it.
@@ -295,7 +295,7 @@ impl OpTest {
         f(&vars)?
             .iter()
             .map(|y| {
-                Array::uniform(y.shape(), -1.0, 1.0, y.dtype(), &mut rng).to_device(y.device())
+                Array::uniform(y.shape(), -1.0, 1.0, y.dtype(), &mut rng)?.to_device(y.device())
             })
             .collect()
     }
@@ -338,7 +338,7 @@ impl OpTest {
             let ggxs = differentiated
                 .iter()
                 .map(|x| {
-                    Array::uniform(x.shape(), -1.0, 1.0, x.dtype(), &mut rng).to_device(x.device())
+                    Array::uniform(x.shape(), -1.0, 1.0, x.dtype(), &mut rng)?.to_device(x.device())
                 })
                 .collect::<Result<Vec<Array>>>()?;
             check_double_backward(|v: &[Variable]| f(v), inputs, Some(&gys), &ggxs, &options)
@@ -362,7 +362,7 @@ fn as_f64(arrays: &[Array]) -> Result<Vec<ArrayD<f64>>> {
 /// use kusari::testing::OpTest;
 ///
 /// kusari::op_tests!(relu => OpTest::new("relu", |rng, d| {
-///         vec![Array::uniform(&[3], -1.0, 1.0, d, rng)]
+///         vec![Array::uniform(&[3], -1.0, 1.0, d, rng).unwrap()]
 ///     })
 ///     .forward(|x| F::relu(&x[0]))
 ///     .expected(|x| vec![x[0].mapv(|v| v.max(0.0))])

@@ -1,6 +1,7 @@
 //! [`Variable`]: an array with a place in the backward graph.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ndarray::{Dimension, IxDyn};
@@ -45,7 +46,15 @@ pub(crate) struct VarNode {
     pub(crate) dtype: DType,
     pub(crate) device: Device,
     pub(crate) creator: Mutex<Option<Arc<FuncNode>>>,
+    /// The gradient belongs to the variable, not to the graph (as in Chainer, where the graph
+    /// holds `VariableNode`s and the gradient lives on the `Variable`): it is dropped with the
+    /// last [`Variable`] handle of this node. A gradient recorded for double backprop has a
+    /// graph that leads back to this node, so a node owning its gradient past its last handle
+    /// would be a reference cycle, leaking both.
     pub(crate) grad: Mutex<GradState>,
+    /// How many [`Variable`] handles (clones included) point at this node. The graph's own
+    /// references (function inputs) are not handles.
+    pub(crate) handles: AtomicUsize,
     pub(crate) name: Mutex<Option<Arc<str>>>,
 }
 
@@ -65,6 +74,7 @@ impl VarNode {
             device: array.device(),
             creator: Mutex::new(None),
             grad: Mutex::new(GradState::default()),
+            handles: AtomicUsize::new(0),
             name: Mutex::new(None),
         }
     }
@@ -84,6 +94,11 @@ impl VarNode {
             (self.shape(), self.dtype, self.device),
             (g.shape(), g.dtype(), g.device()),
         )
+    }
+
+    /// Whether a [`Variable`] still holds this node, so a gradient stored on it can be read.
+    pub(crate) fn has_handles(&self) -> bool {
+        self.handles.load(Ordering::Acquire) > 0
     }
 
     /// `" (name)"` or empty, for messages.
@@ -110,10 +125,25 @@ impl VarNode {
 /// assert_eq!(x.grad_array().unwrap().to_vec::<f64>()?, vec![6.0]);
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
 pub struct Variable {
     pub(crate) node: Arc<VarNode>,
     pub(crate) array: Array,
+}
+
+impl Clone for Variable {
+    fn clone(&self) -> Self {
+        Variable::from_node(self.node.clone(), self.array.clone())
+    }
+}
+
+impl Drop for Variable {
+    /// The last handle of a node takes its gradient with it (see [`VarNode::grad`]).
+    fn drop(&mut self) {
+        if self.node.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let grad = lock(&self.node.grad).grad.take();
+            drop(grad);
+        }
+    }
 }
 
 impl Variable {
@@ -129,10 +159,7 @@ impl Variable {
 
     /// A leaf variable, requiring gradients or not.
     pub fn with_requires_grad(array: Array, requires_grad: bool) -> Self {
-        Variable {
-            node: Arc::new(VarNode::new(&array, requires_grad, 0)),
-            array,
-        }
+        Variable::from_node(Arc::new(VarNode::new(&array, requires_grad, 0)), array)
     }
 
     /// The same variable with a name, shown in messages and `Debug`.
@@ -141,7 +168,9 @@ impl Variable {
         self
     }
 
+    /// A new handle on `node` (every `Variable` is made here, so the handle count is exact).
     pub(crate) fn from_node(node: Arc<VarNode>, array: Array) -> Self {
+        node.handles.fetch_add(1, Ordering::Relaxed);
         Variable { node, array }
     }
 
@@ -219,7 +248,7 @@ impl Variable {
 
     /// The gradient's data.
     pub fn grad_array(&self) -> Option<Array> {
-        self.grad().map(|g| g.array)
+        self.grad().map(|g| g.array.clone())
     }
 
     /// The loss scale of the last `backward` that reached this leaf, if one was given.

@@ -1,1 +1,76 @@
-//! See the table in main.rs.
+//! Buffers that cannot be had are `Err(OutOfMemory)` naming the op and the bytes, not an abort:
+//! larger than the machine, or larger than what a process memory limit leaves.
+
+use kusari::{Array, DType, Device, Error};
+
+fn assert_oom(r: kusari::Result<Array>, op: &str, bytes: usize) {
+    match r {
+        Err(Error::OutOfMemory {
+            op: got,
+            device: Device::Cpu,
+            bytes: b,
+        }) => assert_eq!((got.as_str(), b), (op, bytes)),
+        other => panic!("{op}: expected OutOfMemory of {bytes} bytes, got {other:?}"),
+    }
+}
+
+#[test]
+fn buffers_larger_than_the_machine_are_errors() {
+    // 1 TiB: no test machine has that much memory and swap.
+    assert_oom(Array::zeros(&[1 << 38], DType::F32), "zeros", 1 << 40);
+    assert_oom(Array::full(&[1 << 37], 1.0, DType::F64), "full", 1 << 40);
+    assert_oom(
+        Array::arange(0.0, 1e12, 1.0, DType::F64),
+        "arange",
+        8_000_000_000_000,
+    );
+    let msg = Array::zeros(&[1 << 38], DType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("zeros") && msg.contains("1099511627776 bytes") && msg.contains("1.0 TiB"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn an_output_that_does_not_fit_is_an_error_and_the_input_survives() {
+    // A broadcast view of 2^38 elements costs nothing; computing on it needs 1 TiB.
+    let view = Array::ones(&[1], DType::F32)
+        .unwrap()
+        .broadcast_to(&[1 << 38])
+        .unwrap();
+    assert_oom(&view + 1.0, "add", 1 << 40);
+    assert_oom(view.contiguous(), "contiguous", 1 << 40);
+    assert_oom(view.astype(DType::F64), "astype", 1 << 41);
+    assert_eq!(view.shape(), &[1 << 38]);
+}
+
+/// Under a process memory limit (`ulimit -v`) that holds the input but not a second copy,
+/// `&a + 1.0` is an error: the allocation is refused by the allocator, not foreseen.
+#[test]
+fn an_allocation_refused_under_a_memory_limit_is_an_error() {
+    crate::run_child(
+        "allocation::child_add_under_memory_limit",
+        Some(1 << 20), // KiB: a 1 GiB address-space limit
+    );
+}
+
+#[test]
+#[ignore = "run by an_allocation_refused_under_a_memory_limit_is_an_error in a limited child"]
+fn child_add_under_memory_limit() {
+    // 600 MiB of float32 fits under the 1 GiB limit; a second 600 MiB does not.
+    let n = 600 << 18;
+    let a = Array::zeros(&[n], DType::F32).unwrap();
+    match &a + 1.0 {
+        Err(Error::OutOfMemory { op, bytes, .. }) => {
+            assert_eq!((op.as_str(), bytes), ("add", n * 4));
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    // The failed op left `a` intact and usable.
+    assert_eq!(
+        a.slice_axis(0, 0, 3, 1).unwrap().to_vec::<f32>().unwrap(),
+        vec![0.0; 3]
+    );
+}

@@ -1,1 +1,130 @@
-//! See the table in main.rs.
+//! Many threads accumulating gradients into one variable lose no update; configuration guards
+//! dropped in any order restore exactly what each changed.
+
+use std::sync::Barrier;
+
+use kusari::config;
+use kusari::prelude::*;
+
+/// More threads than cores, so that accumulations interleave.
+fn threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (2 * cores).max(8)
+}
+
+#[test]
+fn concurrent_backward_into_one_leaf_loses_no_update() {
+    let rounds = 1000;
+    let n = threads();
+    let x = Variable::new(Array::from_vec(vec![1.0f64], &[1]).unwrap());
+    let start = Barrier::new(n);
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| {
+                start.wait();
+                for _ in 0..rounds {
+                    // d(2x)/dx = 2 per pass.
+                    (&x * 2.0).unwrap().backward().unwrap();
+                }
+            });
+        }
+    });
+    let g = x.grad_array().unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(
+        g,
+        vec![2.0 * (n * rounds) as f64],
+        "{n} threads x {rounds} passes"
+    );
+}
+
+#[test]
+fn concurrent_backward_over_one_shared_graph_loses_no_update() {
+    let rounds = 100;
+    let n = threads();
+    let x = Variable::new(Array::from_vec(vec![1.0f64, 2.0], &[2]).unwrap());
+    // One graph, shared: y = sum(x * x + 3x), dy/dx = 2x + 3 = [5, 7].
+    let y = F::sum(&((&x * &x).unwrap() + (&x * 3.0).unwrap()).unwrap()).unwrap();
+    let start = Barrier::new(n);
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| {
+                start.wait();
+                for _ in 0..rounds {
+                    y.backward().unwrap();
+                }
+            });
+        }
+    });
+    let passes = (n * rounds) as f64;
+    let g = x.grad_array().unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(g, vec![5.0 * passes, 7.0 * passes]);
+}
+
+/// The configuration a model of the guards predicts: the thread's defaults overlaid by each
+/// live guard's change, in the order they were made.
+fn expected(live: &[(u8, bool)]) -> (bool, bool) {
+    let (mut train, mut backprop) = (true, true);
+    for &(field, value) in live {
+        if field == 0 {
+            train = value;
+        } else {
+            backprop = value;
+        }
+    }
+    (train, backprop)
+}
+
+#[test]
+fn guards_dropped_out_of_order_restore_what_each_changed() {
+    // The reported case: the first guard is dropped while the second lives.
+    std::thread::spawn(|| {
+        let mut g = config::no_backprop_mode();
+        assert!(!config::enable_backprop());
+        g = config::using_train(false);
+        assert!(config::enable_backprop(), "the first guard is gone");
+        assert!(!config::train(), "the second guard still lives");
+        drop(g);
+        assert!(config::enable_backprop() && config::train());
+    })
+    .join()
+    .unwrap();
+
+    // Every drop order of three guards, two of which change the same field.
+    let changes: [(u8, bool); 3] = [(0, false), (1, false), (0, true)];
+    let orders = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    for order in orders {
+        std::thread::spawn(move || {
+            let mut guards: Vec<Option<config::ConfigGuard>> = changes
+                .iter()
+                .map(|&(field, value)| {
+                    Some(if field == 0 {
+                        config::using_train(value)
+                    } else {
+                        config::using_backprop(value)
+                    })
+                })
+                .collect();
+            let mut live: Vec<usize> = vec![0, 1, 2];
+            for &i in &order {
+                guards[i].take();
+                live.retain(|&j| j != i);
+                let model: Vec<(u8, bool)> = live.iter().map(|&j| changes[j]).collect();
+                assert_eq!(
+                    (config::train(), config::enable_backprop()),
+                    expected(&model),
+                    "drop order {order:?}, after dropping guard {i}"
+                );
+            }
+            assert_eq!((config::train(), config::enable_backprop()), (true, true));
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -339,10 +339,32 @@ pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Sha
     if a.shape() == b.shape() {
         return Ok(a.layout().dims().clone());
     }
-    Ok(IxDyn(&broadcast_shapes(op, a.shape(), b.shape())?))
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    // Two views broadcast against each other can name more elements than memory holds.
+    crate::layout::checked_size(op, &shape, a.dtype())?;
+    Ok(IxDyn(&shape))
 }
 
 impl Array {
+    /// Refuses a scalar operand that this array's dtype cannot hold exactly: on an integer array
+    /// `x * 0.5` would otherwise compute `x * 0`.
+    pub(crate) fn check_scalar(&self, op: &'static str, s: f64) -> Result<()> {
+        let reason = match self.dtype() {
+            DType::I32 | DType::I64 if !s.is_finite() || s.fract() != 0.0 => "not an integer",
+            DType::I32 if s < f64::from(i32::MIN) || s > f64::from(i32::MAX) => "out of range",
+            // 2^63 is the first f64 above i64::MAX.
+            DType::I64 if s < -(2f64.powi(63)) || s >= 2f64.powi(63) => "out of range",
+            _ => return Ok(()),
+        };
+        Err(Error::ScalarNotRepresentable {
+            op,
+            scalar: s,
+            dtype: self.dtype(),
+            shape: self.shape().to_vec(),
+            reason,
+        })
+    }
+
     pub(crate) fn binary<O: BinaryOp>(&self, rhs: &Array) -> Result<Array> {
         let dims = check_binary(O::NAME, self, rhs)?;
         if self.on_cuda() {
@@ -352,11 +374,12 @@ impl Array {
         let shape = dims.slice();
         with_num_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec_shaped(zip2(a, b, shape, O::f::<T>), shape, &[self, rhs]))
+            Ok(Array::from_cpu_vec_shaped(zip2(O::NAME, a, b, shape, O::f::<T>)?, shape, &[self, rhs]))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
 
     pub(crate) fn binary_scalar<O: BinaryOp>(&self, s: f64, scalar_first: bool) -> Result<Array> {
+        self.check_scalar(O::NAME, s)?;
         if self.on_cuda() {
             require_numeric(O::NAME, self)?;
             return cuda_op(&scalar_kernel::<O>(scalar_first), &[self], &[s], true);
@@ -364,7 +387,7 @@ impl Array {
         with_num_dtype!(self.dtype(), T => {
             let a = self.host::<T>(O::NAME)?;
             let s = <T as crate::Element>::from_f64(s);
-            let v = if scalar_first { map1(a, |x| O::f(s, x)) } else { map1(a, |x| O::f(x, s)) };
+            let v = if scalar_first { map1(O::NAME, a, |x| O::f(s, x))? } else { map1(O::NAME, a, |x| O::f(x, s))? };
             Ok(Array::from_cpu_vec_like(v, self.layout()))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
@@ -378,7 +401,7 @@ impl Array {
         let shape = dims.slice();
         with_float_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec_shaped(zip2(a, b, shape, O::f::<T>), shape, &[self, rhs]))
+            Ok(Array::from_cpu_vec_shaped(zip2(O::NAME, a, b, shape, O::f::<T>)?, shape, &[self, rhs]))
         }, other => Err(unsupported(O::NAME, self, FLOATING)))
     }
 
@@ -388,7 +411,7 @@ impl Array {
             return cuda_op(&unary_kernel::<O>(), &[self], &[], true);
         }
         with_num_dtype!(self.dtype(), T => {
-            Ok(Array::from_cpu_vec_like(map1(self.host::<T>(O::NAME)?, O::f::<T>), self.layout()))
+            Ok(Array::from_cpu_vec_like(map1(O::NAME, self.host::<T>(O::NAME)?, O::f::<T>)?, self.layout()))
         }, bool => Err(unsupported(O::NAME, self, NUMERIC)))
     }
 
@@ -398,7 +421,7 @@ impl Array {
             return cuda_op(&float_unary_kernel::<O>(), &[self], &[], true);
         }
         with_float_dtype!(self.dtype(), T => {
-            Ok(Array::from_cpu_vec_like(map1(self.host::<T>(O::NAME)?, O::f::<T>), self.layout()))
+            Ok(Array::from_cpu_vec_like(map1(O::NAME, self.host::<T>(O::NAME)?, O::f::<T>)?, self.layout()))
         }, other => Err(unsupported(O::NAME, self, FLOATING)))
     }
 
@@ -410,7 +433,7 @@ impl Array {
         let shape = dims.slice();
         with_dtype!(self.dtype(), T => {
             let (a, b) = (self.host::<T>(O::NAME)?, rhs.host::<T>(O::NAME)?);
-            Ok(Array::from_cpu_vec_shaped(zip2(a, b, shape, O::f::<T>), shape, &[self, rhs]))
+            Ok(Array::from_cpu_vec_shaped(zip2(O::NAME, a, b, shape, O::f::<T>)?, shape, &[self, rhs]))
         })
     }
 
@@ -492,7 +515,7 @@ impl Array {
         }
         with_float_dtype!(self.dtype(), T => {
             let p = <T as crate::Element>::from_f64(p);
-            Ok(Array::from_cpu_vec_like(map1(self.host::<T>("pow")?, |x| x.powf(p)), self.layout()))
+            Ok(Array::from_cpu_vec_like(map1("pow", self.host::<T>("pow")?, |x| x.powf(p))?, self.layout()))
         }, other => Err(unsupported("pow", self, FLOATING)))
     }
 
@@ -566,16 +589,54 @@ impl Array {
         self.compare::<GreaterEqual>(rhs)
     }
 
-    /// `self > s` as a bool array.
+    /// `self > s` as a bool array, exact for every scalar (as NumPy compares): a threshold the
+    /// dtype cannot hold (`0.5` against integers, `0.1` against float16) is not rounded first.
     // `x > s` is generic; clippy sees its `bool` instance as a comparison of booleans.
     #[allow(clippy::bool_comparison)]
     pub fn gt_scalar(&self, s: f64) -> Result<Array> {
+        let all = |value: bool| {
+            Array::full_on(
+                self.shape(),
+                f64::from(u8::from(value)),
+                DType::Bool,
+                self.device(),
+            )
+        };
+        if s.is_nan() {
+            return all(false);
+        }
+        let s = match self.dtype() {
+            dtype @ (DType::Bool | DType::I32 | DType::I64) => {
+                let (min, max) = match dtype {
+                    DType::Bool => (0.0, 1.0),
+                    DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+                    _ => (-(2f64.powi(63)), 2f64.powi(63)),
+                };
+                // For an integer x, x > s exactly when x > floor(s).
+                let t = s.floor();
+                if t < min {
+                    return all(true);
+                }
+                if t >= max {
+                    return all(false);
+                }
+                t
+            }
+            DType::F64 => s,
+            _ => {
+                let rounded = with_float_dtype!(self.dtype(), T => <T as crate::Element>::from_f64(s).to_f64(), other => s);
+                if rounded != s {
+                    return self.astype(DType::F64)?.gt_scalar(s);
+                }
+                s
+            }
+        };
         if self.on_cuda() {
             return cuda_op(&GREATER_SCALAR, &[self], &[s], false);
         }
         with_dtype!(self.dtype(), T => {
             let s = <T as crate::Element>::from_f64(s);
-            Ok(Array::from_cpu_vec_like(map1(self.host::<T>("greater")?, |x| x > s), self.layout()))
+            Ok(Array::from_cpu_vec_like(map1("greater", self.host::<T>("greater")?, |x| x > s)?, self.layout()))
         })
     }
 
@@ -584,8 +645,8 @@ impl Array {
     /// ```
     /// use kusari::Array;
     /// let c = Array::from_vec(vec![true, false], &[2]).unwrap();
-    /// let a = Array::full(&[2], 1.0, kusari::DType::F32);
-    /// let b = Array::zeros(&[2, 2], kusari::DType::F32);
+    /// let a = Array::full(&[2], 1.0, kusari::DType::F32).unwrap();
+    /// let b = Array::zeros(&[2, 2], kusari::DType::F32).unwrap();
     /// let w = Array::where_cond(&c, &a, &b).unwrap();
     /// assert_eq!(w.to_vec::<f32>().unwrap(), vec![1.0, 0.0, 1.0, 0.0]);
     /// ```
@@ -609,7 +670,7 @@ impl Array {
         let c = cond.host::<bool>(OP)?;
         with_dtype!(a.dtype(), T => {
             let (x, y) = (a.host::<T>(OP)?, b.host::<T>(OP)?);
-            Ok(Array::from_cpu_vec(zip3(c, x, y, &shape, |c, x, y| if c { x } else { y }), &shape))
+            Ok(Array::from_cpu_vec(zip3(OP, c, x, y, &shape, |c, x, y| if c { x } else { y })?, &shape))
         })
     }
 
@@ -630,14 +691,14 @@ impl Array {
         }
         with_num_dtype!(self.dtype(), T => {
             let (a, b, c) = (self.host::<T>(OP)?, y.host::<T>(OP)?, z.host::<T>(OP)?);
-            Ok(Array::from_cpu_vec_shaped(zip3(a, b, c, shape, |a, b, c| a.times(b).plus(c)), shape, &[self, y, z]))
+            Ok(Array::from_cpu_vec_shaped(zip3(OP, a, b, c, shape, |a, b, c| a.times(b).plus(c))?, shape, &[self, y, z]))
         }, bool => Err(unsupported(OP, self, NUMERIC)))
     }
 
     /// Applies `f` to every element of a `T` array (`T` must be the dtype), into a new array.
     pub fn map<T: Element, O: Element>(&self, f: impl Fn(T) -> O + Sync + Send) -> Result<Array> {
         Ok(Array::from_cpu_vec(
-            map1(self.host::<T>("map")?, f),
+            map1("map", self.host::<T>("map")?, f)?,
             self.shape(),
         ))
     }
@@ -650,7 +711,7 @@ impl Array {
             return self.to_device(crate::Device::Cpu)?.has_nan();
         }
         with_float_dtype!(self.dtype(), T => {
-            Ok(self.host::<T>("has_nan")?.to_cow().iter().any(|x| x.is_nan()))
+            Ok(self.host::<T>("has_nan")?.to_cow("has_nan")?.iter().any(|x| x.is_nan()))
         }, other => Ok(false))
     }
 }

@@ -63,6 +63,7 @@ impl Array {
         let batch = broadcast_shapes(OP, &a.shape()[..a.ndim() - 2], &b.shape()[..b.ndim() - 2])?;
         let mut out_shape = batch.clone();
         out_shape.extend([n, m]);
+        crate::layout::checked_size(OP, &out_shape, self.dtype())?;
         let out = match self.dtype() {
             DType::Bool => return Err(unsupported(OP, self, NUMERIC)),
             // Half precision multiplies in f32 (matrixmultiply has no f16 kernel).
@@ -108,6 +109,12 @@ fn product<T: Element + LinalgScalar>(
     if a.on_cuda() {
         return crate::cuda::matmul(a, b, batch, nkm, out_shape);
     }
-    let v = matmul(a.host::<T>("matmul")?, b.host::<T>("matmul")?, batch, nkm);
+    let v = matmul(
+        "matmul",
+        a.host::<T>("matmul")?,
+        b.host::<T>("matmul")?,
+        batch,
+        nkm,
+    )?;
     Ok(Array::from_cpu_vec(v, out_shape))
 }

@@ -148,7 +148,7 @@ impl Array {
     /// assert!(kusari::Array::from_vec(vec![1.0f32; 5], &[2, 3]).is_err());
     /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Self> {
-        let size: usize = shape.iter().product();
+        let size = crate::layout::checked_size("from_vec", shape, T::DTYPE)?;
         if data.len() != size {
             return Err(Error::Shape {
                 op: "from_vec",
@@ -173,24 +173,39 @@ impl Array {
         Self::from_cpu_vec(vec![value], &[])
     }
 
-    /// An array of `shape` filled with `value` (cast to `dtype`).
-    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Self {
-        let size = shape.iter().product();
+    /// An array of `shape` filled with `value` (cast to `dtype`), on the host.
+    ///
+    /// A shape whose element count or byte size overflows is [`Error::ShapeOverflow`]; a buffer
+    /// the host cannot provide is [`Error::OutOfMemory`] (the process is not aborted).
+    ///
+    /// ```
+    /// use kusari::{Array, DType, Error};
+    /// let a = Array::full(&[2], 1.5, DType::F32).unwrap();
+    /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 1.5]);
+    /// assert!(matches!(Array::zeros(&[1 << 40, 1 << 40], DType::F32), Err(Error::ShapeOverflow { .. })));
+    /// assert!(matches!(Array::zeros(&[1 << 40], DType::F64), Err(Error::OutOfMemory { .. })));
+    /// ```
+    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Result<Self> {
+        Self::full_named("full", shape, value, dtype)
+    }
+
+    fn full_named(op: &'static str, shape: &[usize], value: f64, dtype: DType) -> Result<Self> {
+        let size = crate::layout::checked_size(op, shape, dtype)?;
         with_dtype!(dtype, T => {
-            let mut data = crate::cpu::pool::alloc::<T>(size);
+            let mut data = crate::cpu::pool::alloc::<T>(op, size)?;
             data.resize(size, <T as crate::Element>::from_f64(value));
-            Self::from_cpu_vec(data, shape)
+            Ok(Self::from_cpu_vec(data, shape))
         })
     }
 
-    /// Zeros of `shape` and `dtype`.
-    pub fn zeros(shape: &[usize], dtype: DType) -> Self {
-        Self::full(shape, 0.0, dtype)
+    /// Zeros of `shape` and `dtype`, on the host (errors as [`full`](Self::full)).
+    pub fn zeros(shape: &[usize], dtype: DType) -> Result<Self> {
+        Self::full_named("zeros", shape, 0.0, dtype)
     }
 
-    /// Ones of `shape` and `dtype`.
-    pub fn ones(shape: &[usize], dtype: DType) -> Self {
-        Self::full(shape, 1.0, dtype)
+    /// Ones of `shape` and `dtype`, on the host (errors as [`full`](Self::full)).
+    pub fn ones(shape: &[usize], dtype: DType) -> Result<Self> {
+        Self::full_named("ones", shape, 1.0, dtype)
     }
 
     /// An array of `shape` filled with `value` (cast to `dtype`) on `device`.
@@ -202,7 +217,7 @@ impl Array {
     /// ```
     pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Self> {
         match device {
-            Device::Cpu => Ok(Self::full(shape, value, dtype)),
+            Device::Cpu => Self::full(shape, value, dtype),
             Device::Cuda(i) => crate::cuda::full(shape, value, dtype, i),
         }
     }
@@ -243,30 +258,60 @@ impl Array {
                 ),
             });
         }
-        let n = ((stop - start) / step).ceil().max(0.0) as usize;
-        with_dtype!(dtype, T => Self::from_cpu_vec(
-            (0..n).map(|i| <T as crate::Element>::from_f64(start + i as f64 * step)).collect(),
-            &[n],
-        ))
+        let count = ((stop - start) / step).ceil().max(0.0);
+        // `as usize` saturates; a count that large overflows in checked_size below.
+        let n = if count >= usize::MAX as f64 {
+            usize::MAX
+        } else {
+            count as usize
+        };
+        crate::layout::checked_size("arange", &[n], dtype)?;
+        with_dtype!(dtype, T => {
+            let mut data = crate::cpu::pool::alloc::<T>("arange", n)?;
+            data.extend((0..n).map(|i| <T as crate::Element>::from_f64(start + i as f64 * step)));
+            Self::from_cpu_vec(data, &[n])
+        })
         .to_device(crate::default_device())
     }
 
-    /// Samples from `U[low, high)`, drawn from `rng` (cast to `dtype`).
-    pub fn uniform(shape: &[usize], low: f64, high: f64, dtype: DType, rng: &mut Rng) -> Self {
-        let size = shape.iter().product();
-        with_dtype!(dtype, T => Self::from_cpu_vec(
-            (0..size).map(|_| <T as crate::Element>::from_f64(low + (high - low) * rng.next_f64())).collect(),
-            shape,
-        ))
+    /// Samples from `U[low, high)`, drawn from `rng` (cast to `dtype`), on the host (errors as
+    /// [`full`](Self::full)).
+    pub fn uniform(
+        shape: &[usize],
+        low: f64,
+        high: f64,
+        dtype: DType,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Self::sampled("uniform", shape, dtype, || {
+            low + (high - low) * rng.next_f64()
+        })
     }
 
-    /// Samples from `N(mean, std²)`, drawn from `rng` (cast to `dtype`).
-    pub fn normal(shape: &[usize], mean: f64, std: f64, dtype: DType, rng: &mut Rng) -> Self {
-        let size = shape.iter().product();
-        with_dtype!(dtype, T => Self::from_cpu_vec(
-            (0..size).map(|_| <T as crate::Element>::from_f64(mean + std * rng.next_normal())).collect(),
-            shape,
-        ))
+    /// Samples from `N(mean, std²)`, drawn from `rng` (cast to `dtype`), on the host (errors as
+    /// [`full`](Self::full)).
+    pub fn normal(
+        shape: &[usize],
+        mean: f64,
+        std: f64,
+        dtype: DType,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Self::sampled("normal", shape, dtype, || mean + std * rng.next_normal())
+    }
+
+    fn sampled(
+        op: &'static str,
+        shape: &[usize],
+        dtype: DType,
+        mut sample: impl FnMut() -> f64,
+    ) -> Result<Self> {
+        let size = crate::layout::checked_size(op, shape, dtype)?;
+        with_dtype!(dtype, T => {
+            let mut data = crate::cpu::pool::alloc::<T>(op, size)?;
+            data.extend((0..size).map(|_| <T as crate::Element>::from_f64(sample())));
+            Ok(Self::from_cpu_vec(data, shape))
+        })
     }
 
     // ----- properties -----
@@ -362,7 +407,7 @@ impl Array {
             }
             return self.on_host()?.to_vec();
         }
-        Ok(self.host::<T>("to_vec")?.to_cow().into_owned())
+        Ok(self.host::<T>("to_vec")?.to_cow("to_vec")?.into_owned())
     }
 
     /// The elements in C order converted to `f64`, whatever the dtype or device.
@@ -370,7 +415,7 @@ impl Array {
         let a = self.on_host()?;
         with_dtype!(a.dtype(), T => Ok(a
             .host::<T>("to_f64_vec")?
-            .to_cow()
+            .to_cow("to_f64_vec")?
             .iter()
             .map(|v| v.to_f64())
             .collect()))
@@ -431,10 +476,10 @@ impl Array {
         with_dtype!(self.dtype(), S => {
             let a = self.host::<S>("astype")?;
             Ok(with_dtype!(dtype, D => Array::from_cpu_vec(
-                map1(a, |x| match crate::Element::to_i64(x) {
+                map1("astype", a, |x| match crate::Element::to_i64(x) {
                     Some(i) => D::from_i64(i),
                     None => <D as crate::Element>::from_f64(x.to_f64()),
-                }),
+                })?,
                 self.shape()
             )))
         })
@@ -450,7 +495,7 @@ impl Array {
             return crate::cuda::contiguous(self);
         }
         with_dtype!(self.dtype(), T => match self.cpu::<T>() {
-            Some(a) => Ok(Array::from_cpu_vec(map1(a, |x| x), self.shape())),
+            Some(a) => Ok(Array::from_cpu_vec(map1("contiguous", a, |x| x)?, self.shape())),
             None => Err(self.element_type_error::<T>("contiguous")),
         })
     }

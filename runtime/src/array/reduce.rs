@@ -39,6 +39,8 @@ impl Array {
             .filter(|a| !axes.contains(a))
             .map(|a| self.shape()[a])
             .collect();
+        // Reducing a zero-size axis can leave more elements than the input had (none).
+        crate::layout::checked_size(op, &reduced, self.dtype())?;
         let out = if self.on_cuda() {
             if self.dtype() == DType::Bool {
                 return Err(unsupported(op, self, NUMERIC));
@@ -46,7 +48,7 @@ impl Array {
             crate::cuda::reduce(self, &axes, kind)?
         } else {
             with_num_dtype!(self.dtype(), T => {
-            Array::from_cpu_vec(reduce(self.host::<T>(op)?, &axes, kind), &reduced)
+            Array::from_cpu_vec(reduce(op, self.host::<T>(op)?, &axes, kind)?, &reduced)
         }, bool => return Err(unsupported(op, self, NUMERIC)))
         };
         if keepdims {
@@ -81,9 +83,18 @@ impl Array {
     }
 
     /// Mean over `axes` (`None`: all) of a floating-point array.
+    ///
+    /// float16 and bfloat16 are summed and divided in float32, then rounded once (as NumPy does):
+    /// neither the sum of many elements nor the element count need fit the half type.
     pub fn mean(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
         if !self.dtype().is_float() {
             return Err(unsupported("mean", self, FLOATING));
+        }
+        if matches!(self.dtype(), DType::F16 | DType::BF16) {
+            return self
+                .astype(DType::F32)?
+                .mean(axes, keepdims)?
+                .astype(self.dtype());
         }
         let axes_n = normalize_axes("mean", axes, self.shape())?;
         let count: usize = axes_n.iter().map(|&a| self.shape()[a]).product();

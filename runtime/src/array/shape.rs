@@ -14,7 +14,7 @@ impl Array {
     /// assert!(a.reshape(&[4, 2]).is_err());
     /// ```
     pub fn reshape(&self, shape: &[usize]) -> Result<Array> {
-        let size: usize = shape.iter().product();
+        let size = crate::layout::checked_size("reshape", shape, self.dtype())?;
         if size != self.size() {
             return Err(Error::Shape {
                 op: "reshape",
@@ -71,6 +71,7 @@ impl Array {
         if shape == self.shape() {
             return Ok(self.clone());
         }
+        crate::layout::checked_size("broadcast_to", shape, self.dtype())?;
         Ok(self.with_layout(self.layout().broadcast_to(shape, "broadcast_to")?))
     }
 
@@ -95,13 +96,28 @@ impl Array {
             let i = if i < 0 { i + len } else { i };
             i.clamp(lo, hi)
         };
+        // Counted in i128: `step` may be isize::MIN or isize::MAX, whose negation or sum with a
+        // length overflows isize.
         let (first, count) = if step > 0 {
             let (s, e) = (clamp(start, 0, len), clamp(stop, 0, len));
-            (s, if e > s { (e - s + step - 1) / step } else { 0 })
+            let count = if e > s {
+                ((e - s) as i128 - 1) / step as i128 + 1
+            } else {
+                0
+            };
+            (s, count)
         } else {
             let (s, e) = (clamp(start, -1, len - 1), clamp(stop, -1, len - 1));
-            (s, if s > e { (s - e - step - 1) / -step } else { 0 })
+            let count = if s > e {
+                ((s - e) as i128 - 1) / -(step as i128) + 1
+            } else {
+                0
+            };
+            (s, count)
         };
+        // A step that reaches past the axis takes at most one element; its stride is then never
+        // used, and the step is clamped so the stride cannot overflow.
+        let step = if count <= 1 { 1 } else { step };
         let first = if count == 0 { 0 } else { first as usize };
         Ok(self.with_layout(self.layout().sliced(axis, first, count as usize, step)))
     }

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 use super::CpuRef;
 use crate::dtype::Element;
+use crate::error::Result;
 
 /// Element count from which elementwise work is split across threads.
 pub(crate) const PAR_MIN: usize = 1 << 16;
@@ -20,10 +21,11 @@ const CHUNK: usize = 1 << 14;
 
 /// Fills `n` fresh elements with `fill(start, chunk)` over disjoint chunks, in parallel when large.
 fn collect_chunks<O: Element>(
+    op: &'static str,
     n: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync + Send,
-) -> Vec<O> {
-    let mut out: Vec<O> = super::pool::alloc(n);
+) -> Result<Vec<O>> {
+    let mut out: Vec<O> = super::pool::alloc(op, n)?;
     let spare = &mut out.spare_capacity_mut()[..n];
     if n >= PAR_MIN {
         spare
@@ -35,31 +37,33 @@ fn collect_chunks<O: Element>(
     }
     // SAFETY: `fill` wrote every element of `spare[..n]` (each chunk is written in full).
     unsafe { out.set_len(n) };
-    out
+    Ok(out)
 }
 
 /// Runs `body` over a fresh uninitialised C-order view of `shape` and returns its buffer.
 fn collect_zip<O: Element>(
+    op: &'static str,
     shape: &[usize],
     body: impl FnOnce(ArrayViewMutD<'_, MaybeUninit<O>>),
-) -> Vec<O> {
+) -> Result<Vec<O>> {
     let n = shape.iter().product();
-    let mut out: Vec<O> = super::pool::alloc(n);
+    let mut out: Vec<O> = super::pool::alloc(op, n)?;
     let view = ArrayViewMutD::from_shape(IxDyn(shape), &mut out.spare_capacity_mut()[..n])
         .expect("a buffer of the shape's size fits the shape");
     body(view);
     // SAFETY: `body` zips over every element of the view, which covers `out[..n]`, writing each.
     unsafe { out.set_len(n) };
-    out
+    Ok(out)
 }
 
 /// `f` applied to each element of `a`, in C order.
 pub(crate) fn map1<A: Element, O: Element>(
+    op: &'static str,
     a: CpuRef<'_, A>,
     f: impl Fn(A) -> O + Sync + Send,
-) -> Vec<O> {
+) -> Result<Vec<O>> {
     if let Some(a) = a.contiguous() {
-        return collect_chunks(a.len(), |start, out| {
+        return collect_chunks(op, a.len(), |start, out| {
             let end = start + out.len();
             for (o, &x) in out.iter_mut().zip(&a[start..end]) {
                 o.write(f(x));
@@ -67,7 +71,7 @@ pub(crate) fn map1<A: Element, O: Element>(
         });
     }
     let av = a.view();
-    collect_zip(a.shape(), |out| {
+    collect_zip(op, a.shape(), |out| {
         let z = Zip::from(out).and(&av);
         if av.len() >= PAR_MIN {
             z.par_for_each(|o, &x| {
@@ -83,14 +87,19 @@ pub(crate) fn map1<A: Element, O: Element>(
 
 /// `f` applied to `a` and `b` broadcast to `shape` (which the caller has checked), in C order.
 pub(crate) fn zip2<A: Element, B: Element, O: Element>(
+    op: &'static str,
     a: CpuRef<'_, A>,
     b: CpuRef<'_, B>,
     shape: &[usize],
     f: impl Fn(A, B) -> O + Sync + Send,
-) -> Vec<O> {
+) -> Result<Vec<O>> {
+    if out_len(shape) == 0 {
+        // Nothing to compute; ndarray cannot even describe some empty shapes ([0, 1 << 62, 8]).
+        return Ok(Vec::new());
+    }
     let same = a.shape() == shape && b.shape() == shape;
     if let (true, Some(a), Some(b)) = (same, a.contiguous(), b.contiguous()) {
-        return collect_chunks(a.len(), |start, out| {
+        return collect_chunks(op, a.len(), |start, out| {
             let end = start + out.len();
             for ((o, &x), &y) in out.iter_mut().zip(&a[start..end]).zip(&b[start..end]) {
                 o.write(f(x, y));
@@ -104,7 +113,7 @@ pub(crate) fn zip2<A: Element, B: Element, O: Element>(
             .expect("caller checked broadcast"),
         bv.broadcast(dims).expect("caller checked broadcast"),
     );
-    collect_zip(shape, |out| {
+    collect_zip(op, shape, |out| {
         let z = Zip::from(out).and(&av).and(&bv);
         if out_len(shape) >= PAR_MIN {
             z.par_for_each(|o, &x, &y| {
@@ -120,17 +129,22 @@ pub(crate) fn zip2<A: Element, B: Element, O: Element>(
 
 /// `f` applied to `a`, `b` and `c` broadcast to `shape` (which the caller has checked).
 pub(crate) fn zip3<A: Element, B: Element, C: Element, O: Element>(
+    op: &'static str,
     a: CpuRef<'_, A>,
     b: CpuRef<'_, B>,
     c: CpuRef<'_, C>,
     shape: &[usize],
     f: impl Fn(A, B, C) -> O + Sync + Send,
-) -> Vec<O> {
+) -> Result<Vec<O>> {
+    if out_len(shape) == 0 {
+        // Nothing to compute; ndarray cannot even describe some empty shapes ([0, 1 << 62, 8]).
+        return Ok(Vec::new());
+    }
     let same = a.shape() == shape && b.shape() == shape && c.shape() == shape;
     if let (true, Some(a), Some(b), Some(c)) =
         (same, a.contiguous(), b.contiguous(), c.contiguous())
     {
-        return collect_chunks(a.len(), |start, out| {
+        return collect_chunks(op, a.len(), |start, out| {
             let end = start + out.len();
             let abc = a[start..end].iter().zip(&b[start..end]).zip(&c[start..end]);
             for (o, ((&x, &y), &z)) in out.iter_mut().zip(abc) {
@@ -147,7 +161,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, O: Element>(
         .broadcast(dims.clone())
         .expect("caller checked broadcast");
     let cv = cv.broadcast(dims).expect("caller checked broadcast");
-    collect_zip(shape, |out| {
+    collect_zip(op, shape, |out| {
         let z = Zip::from(out).and(&av).and(&bv).and(&cv);
         if out_len(shape) >= PAR_MIN {
             z.par_for_each(|o, &x, &y, &w| {

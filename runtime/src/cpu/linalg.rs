@@ -5,15 +5,17 @@ use ndarray::{ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgSca
 
 use super::CpuRef;
 use crate::dtype::Element;
+use crate::error::Result;
 
 /// `a @ b` for operands already shaped `batch + [n, k]` and `batch + [k, m]` (broadcast batch
 /// dims checked by the caller). Returns the C-order buffer of `batch + [n, m]`.
 pub(crate) fn matmul<T: Element + LinalgScalar>(
+    op: &'static str,
     a: CpuRef<'_, T>,
     b: CpuRef<'_, T>,
     batch: &[usize],
     (n, k, m): (usize, usize, usize),
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let mut a_dims = batch.to_vec();
     a_dims.extend([n, k]);
     let mut b_dims = batch.to_vec();
@@ -27,9 +29,11 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
         .broadcast(IxDyn(&b_dims))
         .expect("caller checked batch broadcast");
     let count: usize = batch.iter().product();
-    let mut out = vec![T::zero(); count * n * m];
+    let len = count * n * m;
+    let mut out: Vec<T> = super::pool::alloc(op, len)?;
+    out.resize(len, T::zero());
     if n * m == 0 {
-        return out;
+        return Ok(out);
     }
     for (i, chunk) in out.chunks_mut(n * m).enumerate() {
         let a2 = matrix_at(&av, batch, i);
@@ -37,7 +41,7 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
         let mut c2 = ArrayViewMut2::from_shape((n, m), chunk).expect("chunk holds n*m elements");
         general_mat_mul(T::one(), &a2, &b2, T::zero(), &mut c2);
     }
-    out
+    Ok(out)
 }
 
 /// The 2-D matrix at flat batch index `i` of a `batch + [r, c]` view.

@@ -15,6 +15,7 @@ use half::{bf16, f16};
 use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder};
 
 use crate::dtype::Element;
+use crate::error::Result;
 use crate::layout::Layout;
 use crate::storage::take_as;
 use crate::DType;
@@ -132,10 +133,10 @@ impl<'a, T: Element> CpuRef<'a, T> {
     }
 
     /// The elements in C order, borrowed when contiguous, copied otherwise.
-    pub(crate) fn to_cow(self) -> std::borrow::Cow<'a, [T]> {
-        match self.contiguous() {
+    pub(crate) fn to_cow(self, op: &'static str) -> Result<std::borrow::Cow<'a, [T]>> {
+        Ok(match self.contiguous() {
             Some(s) => std::borrow::Cow::Borrowed(s),
-            None => std::borrow::Cow::Owned(self.view().iter().copied().collect()),
-        }
+            None => std::borrow::Cow::Owned(map1(op, self, |x| x)?),
+        })
     }
 }

@@ -9,10 +9,12 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::dtype::Element;
+use crate::error::{Error, Result};
 use crate::variable::lock;
+use crate::Device;
 
 /// Buffers below this size are not cached (the allocator serves them from its free lists).
 pub(crate) const MIN_POOLED_BYTES: usize = 1 << 20;
@@ -32,8 +34,23 @@ struct Pool {
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 
 /// An empty `Vec<T>` with capacity for exactly `n` elements, reused from the pool when possible.
-pub(crate) fn alloc<T: Element>(n: usize) -> Vec<T> {
-    let bytes = n * std::mem::size_of::<T>();
+///
+/// Fails with [`Error::OutOfMemory`] naming `op` instead of aborting the process: when the size
+/// overflows, when it exceeds this machine's memory and swap (where that is known; a request that
+/// can never be met is refused before it is tried, whatever the kernel's overcommit policy), or
+/// when the allocator refuses it (e.g. under a process memory limit).
+pub(crate) fn alloc<T: Copy + Send + 'static>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let oom = |bytes: usize| Error::OutOfMemory {
+        op: op.to_string(),
+        device: Device::Cpu,
+        bytes,
+    };
+    let bytes = n
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| oom(usize::MAX))?;
+    if bytes > host_memory_bytes() {
+        return Err(oom(bytes));
+    }
     if bytes >= MIN_POOLED_BYTES {
         let mut pool = lock(&POOL);
         if let Some(p) = pool.as_mut() {
@@ -41,13 +58,49 @@ pub(crate) fn alloc<T: Element>(n: usize) -> Vec<T> {
                 if let Some(buf) = list.pop() {
                     p.bytes -= bytes;
                     if let Ok(v) = buf.downcast::<Vec<T>>() {
-                        return *v;
+                        return Ok(*v);
                     }
                 }
             }
         }
     }
-    Vec::with_capacity(n)
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| oom(bytes))?;
+    Ok(v)
+}
+
+/// Checks that `bytes` more can be asked of the host (see [`alloc`]), for buffers that are
+/// allocated by code kusari does not control.
+pub(crate) fn check_host_bytes(op: &'static str, bytes: usize) -> Result<()> {
+    if bytes > host_memory_bytes() {
+        return Err(Error::OutOfMemory {
+            op: op.to_string(),
+            device: Device::Cpu,
+            bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Physical memory plus swap, the most any allocation could get (`usize::MAX` where unknown).
+fn host_memory_bytes() -> usize {
+    static BYTES: OnceLock<usize> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let Ok(info) = std::fs::read_to_string("/proc/meminfo") else {
+            return usize::MAX;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.trim().strip_suffix("kB"))
+                .and_then(|kb| kb.trim().parse::<usize>().ok())
+                .map(|kb| kb.saturating_mul(1024))
+        };
+        match (field("MemTotal:"), field("SwapTotal:")) {
+            (Some(mem), swap) => mem.saturating_add(swap.unwrap_or(0)),
+            _ => usize::MAX,
+        }
+    })
 }
 
 /// Takes a dropped array's buffer into the pool if it is large and the pool has room.
@@ -97,11 +150,11 @@ mod tests {
     #[test]
     fn a_dropped_large_buffer_is_reused_and_the_cap_is_honoured() {
         let n = MIN_POOLED_BYTES / 4;
-        let v: Vec<f32> = alloc(n);
+        let v: Vec<f32> = alloc("test", n).unwrap();
         let ptr = v.as_ptr();
         recycle(v);
         assert_eq!(cached_bytes(), n * 4);
-        let again: Vec<f32> = alloc(n);
+        let again: Vec<f32> = alloc("test", n).unwrap();
         assert_eq!(
             again.as_ptr(),
             ptr,
@@ -109,7 +162,7 @@ mod tests {
         );
         assert_eq!((again.len(), again.capacity()), (0, n));
         assert_eq!(cached_bytes(), 0);
-        let other: Vec<f64> = alloc(n);
+        let other: Vec<f64> = alloc("test", n).unwrap();
         assert_ne!(
             other.as_ptr().cast::<f32>(),
             ptr,
@@ -120,7 +173,7 @@ mod tests {
         recycle(again);
         assert_eq!(cached_bytes(), 0, "a zero cap caches nothing");
         set_cache_limit(DEFAULT_LIMIT);
-        let small: Vec<f32> = alloc(16);
+        let small: Vec<f32> = alloc("test", 16).unwrap();
         recycle(small);
         assert_eq!(cached_bytes(), 0, "small buffers are never cached");
     }

@@ -3,8 +3,10 @@
 use ndarray::{ArrayD, Axis};
 use rayon::prelude::*;
 
+use super::map1;
 use super::{CpuRef, PAR_MIN};
 use crate::dtype::NumElement;
+use crate::error::Result;
 
 /// Which reduction to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +41,12 @@ impl Reduction {
 
 /// Reduces `a` over `axes` (sorted, unique; non-empty axes for max/min, which the caller checks).
 /// Returns the C-order buffer of the result with the reduced axes removed.
-pub(crate) fn reduce<T: NumElement>(a: CpuRef<'_, T>, axes: &[usize], kind: Reduction) -> Vec<T> {
+pub(crate) fn reduce<T: NumElement>(
+    op: &'static str,
+    a: CpuRef<'_, T>,
+    axes: &[usize],
+    kind: Reduction,
+) -> Result<Vec<T>> {
     if axes.len() == a.shape().len() {
         if let Some(s) = a.contiguous() {
             let fold = |chunk: &[T]| {
@@ -53,14 +60,34 @@ pub(crate) fn reduce<T: NumElement>(a: CpuRef<'_, T>, axes: &[usize], kind: Redu
             } else {
                 fold(s)
             };
-            return vec![total];
+            return Ok(vec![total]);
         }
     }
-    let mut acc: ArrayD<T> = a.view().to_owned();
-    for &axis in axes.iter().rev() {
+    if a.layout.size() == 0 {
+        // An empty input: every output element is the identity (only sums reach here; an
+        // empty max or min is refused by the caller). ndarray cannot view some empty shapes.
+        let n = (0..a.shape().len())
+            .filter(|d| !axes.contains(d))
+            .map(|d| a.shape()[d])
+            .product();
+        let mut out = super::pool::alloc(op, n)?;
+        out.resize(n, kind.identity());
+        return Ok(out);
+    }
+    let view = a.view();
+    let Some((&last, rest)) = axes.split_last() else {
+        return map1(op, a, |x| x);
+    };
+    // Each fold allocates its result (smaller than the input) inside ndarray: check the
+    // largest one can be had before asking, so that a refused allocation is an error.
+    let first_len = view.len() / view.len_of(Axis(last)).max(1);
+    super::pool::check_host_bytes(op, first_len.saturating_mul(std::mem::size_of::<T>()))?;
+    let mut acc: ArrayD<T> =
+        view.fold_axis(Axis(last), kind.identity(), |&m, &x| kind.combine(m, x));
+    for &axis in rest.iter().rev() {
         acc = acc.fold_axis(Axis(axis), kind.identity(), |&m, &x| kind.combine(m, x));
     }
-    into_c_vec(acc)
+    Ok(into_c_vec(acc))
 }
 
 /// The elements of an owned ndarray array in C order, without a copy when already so.

@@ -42,9 +42,20 @@ impl CudaStorage {
                 op: format!("allocate {len} x {dtype} on cuda:{}", device.ordinal),
                 msg: "the size in bytes overflows".to_string(),
             })?;
-        let ptr = device.check(device.backend.alloc(bytes), || {
-            format!("allocate {bytes} bytes on cuda:{}", device.ordinal)
-        })?;
+        let ptr = match device.backend.alloc(bytes) {
+            Ok(ptr) => ptr,
+            // The driver's (and the emulator's) out-of-memory is the same error as the host's.
+            Err(msg) if msg.contains("OUT_OF_MEMORY") => {
+                return Err(Error::OutOfMemory {
+                    op: format!("allocate {len} x {dtype}"),
+                    device: crate::Device::Cuda(device.ordinal),
+                    bytes,
+                })
+            }
+            r => device.check(r, || {
+                format!("allocate {bytes} bytes on cuda:{}", device.ordinal)
+            })?,
+        };
         Ok(CudaStorage {
             ptr,
             len,

@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use kusari::{cuda, Array, Device, DType};
-//! let x = Array::ones(&[3], DType::F32);
+//! let x = Array::ones(&[3], DType::F32).unwrap();
 //! match x.to_device(Device::Cuda(0)) {
 //!     Ok(g) => assert_eq!((&g * 2.0).unwrap().to_vec::<f32>().unwrap(), vec![2.0; 3]),
 //!     Err(e) => {

@@ -43,7 +43,7 @@ pub(crate) fn to_device(a: &Array, ordinal: usize) -> Result<Array> {
     }
     let dst = CudaStorage::alloc(&dev, a.size(), a.dtype())?;
     with_dtype!(a.dtype(), T => {
-        let host = a.host::<T>("to_device")?.to_cow();
+        let host = a.host::<T>("to_device")?.to_cow("to_device")?;
         dst.write_from_host(as_bytes(&host))?;
     });
     Ok(Array::from_storage(
@@ -59,7 +59,8 @@ pub(crate) fn to_host(a: &Array) -> Result<Array> {
     let n = a.size();
     if a.dtype() == DType::Bool {
         // Any byte may come back (memory a kernel did not write): only 0 and 1 are bools.
-        let mut bytes = vec![0u8; n];
+        let mut bytes: Vec<u8> = crate::cpu::pool::alloc("to_host", n)?;
+        bytes.resize(n, 0);
         s.read_to_host(a.layout().offset(), &mut bytes)?;
         if let Some(i) = bytes.iter().position(|&b| b > 1) {
             return Err(Error::Cuda {
@@ -74,7 +75,7 @@ pub(crate) fn to_host(a: &Array) -> Result<Array> {
         return Ok(Array::from_cpu_vec(v, a.shape()));
     }
     with_dtype!(a.dtype(), T => {
-        let mut v: Vec<T> = Vec::with_capacity(n);
+        let mut v: Vec<T> = crate::cpu::pool::alloc("to_host", n)?;
         // SAFETY: the spare capacity is `n` elements; `read_to_host` fills every byte with
         // values the device wrote for `T` (not bool: handled above; every bit pattern is a
         // valid number) before `set_len`.

@@ -39,7 +39,7 @@ pub fn dropout(x: &Variable, ratio: f64) -> Result<Variable> {
     }
     super::array_ops::expect_float("dropout", x)?;
     let scale = 1.0 / (1.0 - ratio);
-    let u = with_default_rng(|rng| Array::uniform(x.shape(), 0.0, 1.0, DType::F64, rng));
+    let u = with_default_rng(|rng| Array::uniform(x.shape(), 0.0, 1.0, DType::F64, rng))?;
     let mask = u
         .map(|u: f64| if u >= ratio { scale } else { 0.0 })?
         .astype(x.dtype())?

@@ -49,13 +49,29 @@ pub fn sum(x: &Variable) -> Result<Variable> {
     sum_axes(x, None, false)
 }
 
-/// Mean over `axes` (`None`: all).
+struct Mean {
+    axes: Vec<usize>,
+    keepdims: bool,
+}
+impl FunctionNode for Mean {
+    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
+        let axes: Vec<isize> = self.axes.iter().map(|&a| a as isize).collect();
+        Ok(vec![x[0].mean(Some(&axes), self.keepdims)?])
+    }
+    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
+        let shape = ctx.input_shape(0)?;
+        let n: usize = self.axes.iter().map(|&a| shape[a]).product();
+        let gx = spread(ctx, &self.axes, only(gys))?;
+        Ok(vec![Some(mul_scalar(&gx, 1.0 / n as f64)?)])
+    }
+}
+
+/// Mean over `axes` (`None`: all) of a floating-point variable. Half-precision inputs are
+/// summed and divided in float32 ([`Array::mean`]), so the mean of many elements neither
+/// overflows nor loses the divisor.
 pub fn mean(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
-    let n: usize = normalize_axes("mean", axes, x.shape())?
-        .iter()
-        .map(|&a| x.shape()[a])
-        .product();
-    mul_scalar(&sum_axes(x, axes, keepdims)?, 1.0 / n as f64)
+    let axes = normalize_axes("mean", axes, x.shape())?;
+    apply1(Mean { axes, keepdims }, &[x])
 }
 
 struct Extremum {

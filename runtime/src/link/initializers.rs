@@ -48,7 +48,7 @@ pub struct Constant(pub f64);
 
 impl Initializer for Constant {
     fn generate(&self, shape: &[usize], dtype: DType, _rng: &mut Rng) -> Result<Array> {
-        Ok(Array::full(shape, self.0, dtype))
+        Array::full(shape, self.0, dtype)
     }
 }
 
@@ -58,7 +58,7 @@ pub struct Zero;
 
 impl Initializer for Zero {
     fn generate(&self, shape: &[usize], dtype: DType, _rng: &mut Rng) -> Result<Array> {
-        Ok(Array::zeros(shape, dtype))
+        Array::zeros(shape, dtype)
     }
 }
 
@@ -68,7 +68,7 @@ pub struct One;
 
 impl Initializer for One {
     fn generate(&self, shape: &[usize], dtype: DType, _rng: &mut Rng) -> Result<Array> {
-        Ok(Array::ones(shape, dtype))
+        Array::ones(shape, dtype)
     }
 }
 
@@ -87,7 +87,7 @@ impl Default for Normal {
 
 impl Initializer for Normal {
     fn generate(&self, shape: &[usize], dtype: DType, rng: &mut Rng) -> Result<Array> {
-        Ok(Array::normal(shape, 0.0, self.scale, dtype, rng))
+        Array::normal(shape, 0.0, self.scale, dtype, rng)
     }
 }
 
@@ -106,7 +106,7 @@ impl Default for Uniform {
 
 impl Initializer for Uniform {
     fn generate(&self, shape: &[usize], dtype: DType, rng: &mut Rng) -> Result<Array> {
-        Ok(Array::uniform(shape, -self.scale, self.scale, dtype, rng))
+        Array::uniform(shape, -self.scale, self.scale, dtype, rng)
     }
 }
 
@@ -127,7 +127,7 @@ impl Initializer for LeCunNormal {
     fn generate(&self, shape: &[usize], dtype: DType, rng: &mut Rng) -> Result<Array> {
         let (fan_in, _) = fans("LeCunNormal", shape)?;
         let std = self.scale * (1.0 / fan_in.max(1) as f64).sqrt();
-        Ok(Array::normal(shape, 0.0, std, dtype, rng))
+        Array::normal(shape, 0.0, std, dtype, rng)
     }
 }
 
@@ -148,7 +148,7 @@ impl Initializer for GlorotUniform {
     fn generate(&self, shape: &[usize], dtype: DType, rng: &mut Rng) -> Result<Array> {
         let (fan_in, fan_out) = fans("GlorotUniform", shape)?;
         let s = self.scale * (6.0 / (fan_in + fan_out).max(1) as f64).sqrt();
-        Ok(Array::uniform(shape, -s, s, dtype, rng))
+        Array::uniform(shape, -s, s, dtype, rng)
     }
 }
 
@@ -169,6 +169,6 @@ impl Initializer for HeNormal {
     fn generate(&self, shape: &[usize], dtype: DType, rng: &mut Rng) -> Result<Array> {
         let (fan_in, _) = fans("HeNormal", shape)?;
         let std = self.scale * (2.0 / fan_in.max(1) as f64).sqrt();
-        Ok(Array::normal(shape, 0.0, std, dtype, rng))
+        Array::normal(shape, 0.0, std, dtype, rng)
     }
 }

@@ -65,7 +65,7 @@ impl LinearFunction {
 /// # fn main() -> Result<()> {
 /// let l = Linear::new(None, 2, false, DType::F32)?;
 /// assert_eq!(l.count_params(), 2); // only b so far
-/// let y = l.forward(&Variable::new(Array::ones(&[4, 3], DType::F32)))?;
+/// let y = l.forward(&Variable::new(Array::ones(&[4, 3], DType::F32).unwrap()))?;
 /// assert_eq!((y.shape(), l.W.shape()), (&[4, 2][..], Some(vec![2, 3])));
 /// assert_eq!(l.count_params(), 2 * 3 + 2);
 /// # Ok(()) }

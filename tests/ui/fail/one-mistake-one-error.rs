@@ -22,7 +22,7 @@ impl MulAdd {
 // The generated wrapper and typed apply still exist (as stubs), so these calls add no error.
 #[allow(dead_code)]
 fn uses_generated_items() -> Result<()> {
-    let v = Variable::new(Array::ones(&[2], DType::F32));
+    let v = Variable::new(Array::ones(&[2], DType::F32)?);
     let w = mul_add(&v, &v, &v)?;
     let (w2,) = MulAdd.apply((&v, &v, &w))?;
     println!("{:?}", w2.shape());

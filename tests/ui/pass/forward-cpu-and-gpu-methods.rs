@@ -22,7 +22,7 @@ fn main() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![1.5, 2.0], &[2])?);
     let y = double(&x)?;
     assert_eq!(y.array().to_vec::<f64>()?, [3.0, 4.0]);
-    y.set_grad_array(Array::ones(&[2], DType::F64))?;
+    y.set_grad_array(Array::ones(&[2], DType::F64)?)?;
     y.backward()?;
     assert_eq!(
         x.grad_array().expect("a gradient").to_vec::<f64>()?,

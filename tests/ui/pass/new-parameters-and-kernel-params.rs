@@ -34,7 +34,7 @@ fn main() -> Result<()> {
 
     let (y,) = Scale::new(0.5).apply((&x,))?;
     assert_eq!(y.array().to_vec::<f64>()?, [0.5, -1.0]);
-    y.set_grad_array(Array::ones(&[2], DType::F64))?;
+    y.set_grad_array(Array::ones(&[2], DType::F64)?)?;
     y.backward()?;
     assert_eq!(
         x.grad_array().expect("a gradient").to_vec::<f64>()?,

@@ -18,7 +18,7 @@ fn main() -> Result<()> {
     assert_eq!(y.array().to_vec::<f64>()?, [0.0, 1.0]);
 
     let (y,) = Positive.apply((&x,))?;
-    y.set_grad_array(Array::ones(&[2], DType::F64))?;
+    y.set_grad_array(Array::ones(&[2], DType::F64)?)?;
     let err = y.backward().expect_err("Positive has no backward");
     assert!(
         matches!(err.root_cause(), Error::NotDifferentiable { function } if function == "Positive"),

@@ -37,7 +37,7 @@ impl XExp {
 fn main() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![0.0, 1.0], &[2])?);
     let y = exp(&x)?;
-    y.set_grad_array(Array::ones(&[2], DType::F64))?;
+    y.set_grad_array(Array::ones(&[2], DType::F64)?)?;
     y.backward()?;
     let g = x.grad_array().expect("a gradient").to_vec::<f64>()?;
     assert_eq!(g, [1.0, std::f64::consts::E]);

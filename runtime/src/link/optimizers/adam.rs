@@ -205,7 +205,7 @@ impl UpdateRule for AdamRule {
             }
         }
         // Checks that eps does not underflow in the parameter's dtype (Chainer's _check_eps).
-        let eps_in_dtype = Array::full(&[], self.eps, value.dtype()).to_f64_vec()?;
+        let eps_in_dtype = Array::full(&[], self.eps, value.dtype())?.to_f64_vec()?;
         if self.eps != 0.0 && eps_in_dtype.first() == Some(&0.0) {
             return Err(Error::Msg(format!(
                 "Adam: eps {} is too small for parameter {path} of dtype {} (it rounds to 0); use a larger eps or a wider dtype",

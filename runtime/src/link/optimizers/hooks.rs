@@ -119,7 +119,7 @@ impl Hook for WeightDecay {
 ///     let n = g.len();
 ///     Ok(ParamGrad {
 ///         path: format!("/p{n}"),
-///         value: Array::zeros(&[n], kusari::DType::F64),
+///         value: Array::zeros(&[n], kusari::DType::F64).unwrap(),
 ///         grad: Array::from_vec(g, &[n])?,
 ///     })
 /// };
