@@ -4,6 +4,8 @@
 //!   and the runtime runs again at launch, so the two never disagree about what a signature means.
 //! - [`names`]: the names a kernel and its parameters may have (C identifiers that the generated
 //!   code can use), shared by the macro and the runtime like the grammar.
+//! - [`body`]: the check that a kernel's body balances its brackets, so that it cannot close the
+//!   kernel's function and define code at file scope.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
 //! - [`reduction`](mod@reduction): CUDA source for row reductions (sum, max, min), a pure function of the
 //!   reduction and the element type.
@@ -12,6 +14,7 @@
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX or to a device's cubin,
 //!   without a GPU.
 
+pub mod body;
 pub mod cache;
 pub mod codegen;
 #[cfg(feature = "nvrtc")]

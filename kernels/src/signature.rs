@@ -166,50 +166,57 @@ impl SignatureError {
     /// either side of it, marked with `...`, so rendering every error of a long signature takes
     /// time linear in the number of errors, not in errors times length.
     pub fn render(&self, source: &str) -> String {
-        let start = self.span.start.min(source.len());
-        let end = self.span.end.clamp(start, source.len());
-        // Back to the line start, at most RENDER_CONTEXT characters.
-        let mut from = start;
-        for (i, c) in source[..start].char_indices().rev().take(RENDER_CONTEXT) {
+        format!("{}\n{}", self.message, underline(source, self.span.clone()))
+    }
+}
+
+/// The line of `source` holding `span`, cut to [`RENDER_CONTEXT`] characters either side (marked
+/// with `...`), indented by two spaces, and under it the span's text underlined with `^`. Takes
+/// time in the context, not in the length of `source` before the span.
+pub(crate) fn underline(source: &str, span: Range<usize>) -> String {
+    let start = span.start.min(source.len());
+    let end = span.end.clamp(start, source.len());
+    // Back to the line start, at most RENDER_CONTEXT characters.
+    let mut from = start;
+    for (i, c) in source[..start].char_indices().rev().take(RENDER_CONTEXT) {
+        if c == '\n' {
+            break;
+        }
+        from = i;
+    }
+    // The underlined text: at most RENDER_CONTEXT characters of it, and of its first line.
+    let shown_end = source[start..end]
+        .char_indices()
+        .take(RENDER_CONTEXT + 1)
+        .find(|&(k, c)| c == '\n' || k == RENDER_CONTEXT)
+        .map_or(end, |(k, _)| start + k);
+    let mut to = shown_end;
+    if shown_end == end {
+        for (i, c) in source[end..].char_indices().take(RENDER_CONTEXT) {
             if c == '\n' {
                 break;
             }
-            from = i;
+            to = end + i + c.len_utf8();
         }
-        // The underlined text, at most RENDER_CONTEXT characters of it.
-        let shown_end = source[start..end]
-            .char_indices()
-            .nth(RENDER_CONTEXT)
-            .map_or(end, |(i, _)| start + i);
-        let mut to = shown_end;
-        if shown_end == end {
-            for (i, c) in source[end..].char_indices().take(RENDER_CONTEXT) {
-                if c == '\n' {
-                    break;
-                }
-                to = end + i + c.len_utf8();
-            }
-        }
-        let before = if from > 0 && !source[..from].ends_with('\n') {
-            "..."
-        } else {
-            ""
-        };
-        let after = if to < source.len() && !source[to..].starts_with('\n') {
-            "..."
-        } else {
-            ""
-        };
-        let column = before.len() + source[from..start].chars().count();
-        let width = source[start..shown_end].chars().count().max(1);
-        format!(
-            "{}\n  {before}{}{after}\n  {}{}",
-            self.message,
-            &source[from..to],
-            " ".repeat(column),
-            "^".repeat(width)
-        )
     }
+    let before = if from > 0 && !source[..from].ends_with('\n') {
+        "..."
+    } else {
+        ""
+    };
+    let after = if to < source.len() && !source[to..].starts_with('\n') {
+        "..."
+    } else {
+        ""
+    };
+    let column = before.len() + source[from..start].chars().count();
+    let width = source[start..shown_end].chars().count().max(1);
+    format!(
+        "  {before}{}{after}\n  {}{}",
+        &source[from..to],
+        " ".repeat(column),
+        "^".repeat(width)
+    )
 }
 
 /// How many characters [`SignatureError::render`] shows either side of a mistake.
