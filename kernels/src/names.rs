@@ -206,15 +206,16 @@ const GENERATED_PREFIXES: [&str; 2] = ["kusari_", "KUSARI_"];
 pub enum NameRole {
     /// A kernel (the `name` of an elementwise kernel).
     Kernel,
-    /// A parameter of a kernel's signature.
-    Parameter,
+    /// A parameter of a kernel's signature. (Not `Parameter`: a second item of that name in
+    /// kusari's dependencies makes rustc print `kusari::link::Parameter` in full in messages.)
+    Param,
 }
 
 impl fmt::Display for NameRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             NameRole::Kernel => "kernel",
-            NameRole::Parameter => "parameter",
+            NameRole::Param => "parameter",
         })
     }
 }
@@ -353,7 +354,7 @@ pub fn check_param_name(name: &str) -> Result<(), NameError> {
     };
     Err(NameError {
         name: name.to_string(),
-        role: NameRole::Parameter,
+        role: NameRole::Param,
         problem,
     })
 }

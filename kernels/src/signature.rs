@@ -418,7 +418,7 @@ impl ElementwiseSignature {
                 if used[letter(c)] {
                     let e = NameError {
                         name: p.name.clone(),
-                        role: NameRole::Parameter,
+                        role: NameRole::Param,
                         problem: NameProblem::Placeholder,
                     };
                     errors.push(SignatureError {
