@@ -1,6 +1,19 @@
 //! UI tests of `#[function_node]`: programs it must accept (and that then run), and one file per
 //! mistake it must reject, each with the exact compiler output in a `.stderr` beside it.
 //!
+//! The kernel definitions refused at compile time, one file each in `ui/fail/`:
+//!
+//! | file                            | what is tried                                        |
+//! |---------------------------------|------------------------------------------------------|
+//! | `kernel-param-keyword`          | a C++ keyword as a parameter name (`T int`)          |
+//! | `kernel-param-cuda-builtin`     | a CUDA built-in as a parameter name (`T threadIdx`)  |
+//! | `kernel-param-type-name`        | a type of the grammar as a name (`T float16`)        |
+//! | `kernel-param-placeholder`      | a placeholder of the signature as a name (`T T`)     |
+//! | `reserved-name-i`, `-n`, `reserved-leading-underscore` | names the generated code uses |
+//! | `kernel-name-not-c`             | `name = "mul-add"`                                   |
+//! | `kernel-default-name-not-c`     | an op whose default kernel name is not ASCII         |
+//! | `kernel-body-unbalanced`        | a body that closes the kernel and defines another    |
+//!
 //! Regenerate the `.stderr` files after a deliberate change of a message with
 //! `TRYBUILD=overwrite cargo test -p kusari-tests --test ui`, then read every diff.
 

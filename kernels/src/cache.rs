@@ -1,24 +1,34 @@
 //! The binary cache: compiled kernels kept on disk across processes, and in memory within one.
 //!
 //! - Directory: `KUSARI_KERNEL_CACHE_DIR`, else `$XDG_CACHE_HOME/kusari/kernels`, else
-//!   `~/.cache/kusari/kernels`.
+//!   `~/.cache/kusari/kernels`. A variable that is empty or only whitespace counts as unset (an
+//!   empty directory would otherwise be the current one).
 //! - Key: a 128-bit hash of everything that determines the binary: source, compile options,
 //!   NVRTC version, architecture and kusari's version ([`CacheKey`]).
 //! - Files are written to a temporary name and renamed into place, so a reader never sees a
 //!   partial file and concurrent writers (threads or processes) cannot corrupt an entry. Each file
 //!   stores its length and a checksum; a truncated or corrupt file is recompiled and replaced.
+//! - Each file also stores the full key it was written for, and a read checks it against the key
+//!   asked for: a valid entry copied or renamed over another key's file (by a user, a sync tool
+//!   or a careless script) is a miss, recompiled and replaced, never loaded as the other kernel.
+//!   This guards against mix-ups, not against someone who can write the directory: they can
+//!   write any entry they like.
 //! - A directory that cannot be created or written is reported once on stderr and the cache
 //!   keeps working in memory: it is never an error at start-up (CuPy breaks on a read-only
 //!   home, cupy#2296).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-const MAGIC: &[u8; 8] = b"KUSARIK1";
-const HEADER: usize = 8 + 8 + 8;
+/// Format 2: the magic, the key (16 bytes), the payload's length (8) and a checksum of the key
+/// and the payload (8), all little-endian, then the payload. Format 1 had no key; its files read
+/// as corrupt and are replaced.
+const MAGIC: &[u8; 8] = b"KUSARIK2";
+const HEADER: usize = 8 + 16 + 8 + 8;
 
 /// 128-bit FNV-1a: stable across platforms and versions (unlike `std`'s hashers).
 fn fnv128(parts: &[&[u8]]) -> u128 {
@@ -32,8 +42,8 @@ fn fnv128(parts: &[&[u8]]) -> u128 {
     h
 }
 
-fn checksum(data: &[u8]) -> u64 {
-    let h = fnv128(&[data]);
+fn checksum(key: CacheKey, data: &[u8]) -> u64 {
+    let h = fnv128(&[&key.0.to_le_bytes(), data]);
     (h as u64) ^ ((h >> 64) as u64)
 }
 
@@ -71,6 +81,9 @@ pub struct CacheStats {
     pub compiles: usize,
     /// Files found truncated or corrupt (and replaced).
     pub corrupt: usize,
+    /// Valid files written for another key (copied or renamed over this key's file), not served
+    /// (and replaced).
+    pub wrong_key: usize,
 }
 
 /// A two-level cache of compiled kernels.
@@ -82,16 +95,24 @@ pub struct BinaryCache {
     disk_hits: AtomicUsize,
     compiles: AtomicUsize,
     corrupt: AtomicUsize,
+    wrong_key: AtomicUsize,
 }
 
 /// The default directory (see the module docs), if a home or cache directory is known.
 pub fn default_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("KUSARI_KERNEL_CACHE_DIR") {
+    dir_from(|name| std::env::var_os(name))
+}
+
+/// [`default_dir`] with the environment read through `var`. A variable that is empty or only
+/// whitespace is unset: `PathBuf::from("")` would be the current directory.
+fn dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let set = |name: &str| var(name).filter(|v| !v.to_string_lossy().trim().is_empty());
+    if let Some(d) = set("KUSARI_KERNEL_CACHE_DIR") {
         return Some(PathBuf::from(d));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    let base = set("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("kusari").join("kernels"))
 }
 
@@ -106,6 +127,7 @@ impl BinaryCache {
             disk_hits: AtomicUsize::new(0),
             compiles: AtomicUsize::new(0),
             corrupt: AtomicUsize::new(0),
+            wrong_key: AtomicUsize::new(0),
         }
     }
 
@@ -121,6 +143,7 @@ impl BinaryCache {
             disk_hits: self.disk_hits.load(Ordering::Relaxed),
             compiles: self.compiles.load(Ordering::Relaxed),
             corrupt: self.corrupt.load(Ordering::Relaxed),
+            wrong_key: self.wrong_key.load(Ordering::Relaxed),
         }
     }
 
@@ -161,10 +184,14 @@ impl BinaryCache {
     fn read(&self, key: CacheKey) -> Option<Vec<u8>> {
         let path = self.dir.as_ref()?.join(key.file_name());
         let bytes = std::fs::read(&path).ok()?;
-        match decode(&bytes) {
-            Some(payload) => Some(payload.to_vec()),
-            None => {
+        match decode(&bytes, key) {
+            Ok(payload) => Some(payload.to_vec()),
+            Err(Unusable::Corrupt) => {
                 self.corrupt.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(Unusable::WrongKey) => {
+                self.wrong_key.fetch_add(1, Ordering::Relaxed);
                 None
             }
         }
@@ -172,7 +199,7 @@ impl BinaryCache {
 
     fn write(&self, key: CacheKey, payload: &[u8]) {
         let Some(dir) = &self.dir else { return };
-        if let Err(e) = write_atomically(dir, &key.file_name(), &encode(payload)) {
+        if let Err(e) = write_atomically(dir, &key.file_name(), &encode(key, payload)) {
             if !self.warned.swap(true, Ordering::Relaxed) {
                 eprintln!(
                     "kusari: kernel cache directory {} is not writable ({e}); compiled kernels are kept in memory only",
@@ -183,23 +210,49 @@ impl BinaryCache {
     }
 }
 
-fn encode(payload: &[u8]) -> Vec<u8> {
+/// Why a file's content is not served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unusable {
+    /// Not a complete entry of this format: truncated, damaged, or another format.
+    Corrupt,
+    /// A complete, valid entry, written for another key.
+    WrongKey,
+}
+
+fn encode(key: CacheKey, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&key.0.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&checksum(payload).to_le_bytes());
+    out.extend_from_slice(&checksum(key, payload).to_le_bytes());
     out.extend_from_slice(payload);
     out
 }
 
-fn decode(bytes: &[u8]) -> Option<&[u8]> {
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return None;
+/// The payload of an entry, if it is valid and was written for `key`.
+fn decode(bytes: &[u8], key: CacheKey) -> Result<&[u8], Unusable> {
+    let field = |at: usize, len: usize| bytes.get(at..at + len).ok_or(Unusable::Corrupt);
+    let u64_at = |at: usize| -> Result<u64, Unusable> {
+        Ok(u64::from_le_bytes(
+            field(at, 8)?.try_into().map_err(|_| Unusable::Corrupt)?,
+        ))
+    };
+    if field(0, 8)? != MAGIC {
+        return Err(Unusable::Corrupt);
     }
-    let len = u64::from_le_bytes(bytes[8..16].try_into().ok()?) as usize;
-    let sum = u64::from_le_bytes(bytes[16..24].try_into().ok()?);
-    let payload = bytes.get(HEADER..)?;
-    (payload.len() == len && checksum(payload) == sum).then_some(payload)
+    let stored = CacheKey(u128::from_le_bytes(
+        field(8, 16)?.try_into().map_err(|_| Unusable::Corrupt)?,
+    ));
+    let len = u64_at(24)?;
+    let sum = u64_at(32)?;
+    let payload = bytes.get(HEADER..).ok_or(Unusable::Corrupt)?;
+    if payload.len() as u64 != len || checksum(stored, payload) != sum {
+        return Err(Unusable::Corrupt);
+    }
+    if stored != key {
+        return Err(Unusable::WrongKey);
+    }
+    Ok(payload)
 }
 
 /// Writes `bytes` to `dir/name` through a temporary file renamed into place.
@@ -254,12 +307,100 @@ mod tests {
 
     #[test]
     fn encoding_detects_truncation_and_corruption() {
-        let enc = encode(b"payload");
-        assert_eq!(decode(&enc), Some(&b"payload"[..]));
-        assert_eq!(decode(&enc[..enc.len() - 1]), None);
+        let key = CacheKey(42);
+        let enc = encode(key, b"payload");
+        assert_eq!(decode(&enc, key), Ok(&b"payload"[..]));
+        assert_eq!(decode(&enc[..enc.len() - 1], key), Err(Unusable::Corrupt));
         let mut bad = enc.clone();
         *bad.last_mut().unwrap() ^= 1;
-        assert_eq!(decode(&bad), None);
-        assert_eq!(decode(b"short"), None);
+        assert_eq!(decode(&bad, key), Err(Unusable::Corrupt));
+        let mut bad_key = enc.clone();
+        bad_key[8] ^= 1;
+        assert_eq!(
+            decode(&bad_key, key),
+            Err(Unusable::Corrupt),
+            "the checksum covers the key"
+        );
+        assert_eq!(decode(b"short", key), Err(Unusable::Corrupt));
+        assert_eq!(decode(&enc, CacheKey(43)), Err(Unusable::WrongKey));
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("kusari-cache-unit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// A valid entry copied over another key's file is not served as that kernel: it is a miss,
+    /// counted, recompiled and replaced by the right entry.
+    #[test]
+    fn an_entry_copied_over_another_keys_file_is_not_served() {
+        let dir = scratch("swap");
+        let (mul, add) = (
+            CacheKey::new("mul", &[], (13, 0), "sm_90"),
+            CacheKey::new("add", &[], (13, 0), "sm_90"),
+        );
+        let writer = BinaryCache::new(Some(dir.clone()));
+        let compiled = |b: &'static [u8]| move || Ok::<_, String>(b.to_vec());
+        writer.get_or_compile(mul, compiled(b"mul binary")).unwrap();
+        writer.get_or_compile(add, compiled(b"add binary")).unwrap();
+        std::fs::copy(dir.join(mul.file_name()), dir.join(add.file_name())).unwrap();
+
+        let reader = BinaryCache::new(Some(dir.clone()));
+        let got = reader.get_or_compile(add, compiled(b"add binary")).unwrap();
+        assert_eq!(
+            *got, b"add binary",
+            "the copied mul entry was served as add"
+        );
+        let s = reader.stats();
+        assert_eq!(
+            (s.wrong_key, s.compiles, s.disk_hits, s.corrupt),
+            (1, 1, 0, 0)
+        );
+        let fresh = BinaryCache::new(Some(dir.clone()));
+        let got = fresh
+            .get_or_compile(add, || Err::<Vec<u8>, _>("must be on disk"))
+            .unwrap();
+        assert_eq!(
+            *got, b"add binary",
+            "the file was replaced by add's own entry"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `dir_from` with exactly the variables `vars` set.
+    fn dir_with(vars: &[(&str, &str)]) -> Option<PathBuf> {
+        dir_from(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
+    #[test]
+    fn an_empty_or_blank_directory_variable_is_unset() {
+        let home = Some(PathBuf::from("/home/u/.cache/kusari/kernels"));
+        for blank in ["", " ", "\t\n "] {
+            assert_eq!(
+                dir_with(&[("KUSARI_KERNEL_CACHE_DIR", blank), ("HOME", "/home/u")]),
+                home,
+                "KUSARI_KERNEL_CACHE_DIR={blank:?} is the default directory, not the current one"
+            );
+            assert_eq!(
+                dir_with(&[("XDG_CACHE_HOME", blank), ("HOME", "/home/u")]),
+                home,
+                "XDG_CACHE_HOME={blank:?}"
+            );
+        }
+        assert_eq!(
+            dir_with(&[("KUSARI_KERNEL_CACHE_DIR", "/k"), ("HOME", "/home/u")]),
+            Some(PathBuf::from("/k"))
+        );
+        assert_eq!(
+            dir_with(&[("XDG_CACHE_HOME", "/xdg"), ("HOME", "/home/u")]),
+            Some(PathBuf::from("/xdg/kusari/kernels"))
+        );
+        assert_eq!(dir_with(&[("HOME", "")]), None, "no directory known");
     }
 }

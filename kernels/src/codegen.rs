@@ -32,6 +32,8 @@
 
 use std::fmt::Write;
 
+use crate::body::check_body;
+use crate::names::check_kernel_name;
 use crate::signature::{ElementwiseSignature, Param, ParamType, ScalarType};
 
 // `kusari_f64_to_f32_odd`, which both half types' preludes carry (an include guard keeps one).
@@ -270,7 +272,18 @@ fn type_name(p: &Param) -> String {
 }
 
 /// The kernel's CUDA source. `types` binds every placeholder the signature uses (see
-/// `ElementwiseKernel::bind` in the runtime); a placeholder left unbound is an error.
+/// `ElementwiseKernel::bind` in the runtime); a placeholder left unbound is an error, and so are
+/// a name that is no C identifier or a keyword ([`check_kernel_name`]) and a body that does not
+/// balance its brackets ([`check_body`]), which could close the kernel's function.
+///
+/// ```
+/// use kusari_kernels::codegen::{generate, Indexing, IndexWidth};
+/// use kusari_kernels::ElementwiseSignature;
+/// let sig = ElementwiseSignature::new("float32 x", "float32 w", "").unwrap();
+/// let gen = |name, body| generate(name, &sig, body, &[], Indexing::Contiguous, IndexWidth::I32);
+/// assert!(gen("mul-add", "w = x;").unwrap_err().contains("`mul-add` is not a valid kernel name"));
+/// assert!(gen("k", "w = x; } }").unwrap_err().contains("`}` closes nothing"));
+/// ```
 pub fn generate(
     name: &str,
     sig: &ElementwiseSignature,
@@ -279,6 +292,8 @@ pub fn generate(
     indexing: Indexing,
     width: IndexWidth,
 ) -> Result<KernelSource, String> {
+    check_kernel_name(name).map_err(|e| e.to_string())?;
+    check_body(body).map_err(|e| format!("kernel {name}: body: {e}"))?;
     let mut used: Vec<char> = Vec::new();
     for (_, p) in sig.lists() {
         if let ParamType::Placeholder(c) = p.ty {
@@ -379,9 +394,9 @@ pub fn generate(
         );
         let _ = writeln!(src, "    }}");
     }
+    let looped_inputs = sig.inputs.iter().filter(|p| !p.raw).count();
     for (k, p) in looped.iter().enumerate() {
-        let is_input = sig.inputs.iter().any(|q| std::ptr::eq(q, *p));
-        if is_input {
+        if k < looped_inputs {
             let _ = writeln!(
                 src,
                 "    const {} {} = _in_{}[{}];",

@@ -1,5 +1,6 @@
 //! Every rule a user can break, each reported at the user's token. No code is generated here.
 
+use kusari_kernels::names::check_kernel_name as check_kernel_name_rules;
 use kusari_kernels::{ElementwiseSignature, SignatureList};
 use quote::ToTokens;
 use syn::{LitStr, ReturnType, Type};
@@ -7,6 +8,10 @@ use syn::{LitStr, ReturnType, Type};
 use crate::ast::{Backward, Forward, Node};
 use crate::ctxt::Ctxt;
 use crate::kw;
+
+/// How many signature mistakes are reported for one kernel (the rest are counted in one more
+/// error): a signature of thousands of mistakes does not flood the compiler's output.
+const MAX_REPORTED: usize = 20;
 
 pub fn check(cx: &Ctxt, node: &Node<'_>) {
     if let Some(name) = &node.options.name {
@@ -126,6 +131,12 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
             );
         }
     }
+    check_kernel_name(cx, node, k);
+    if let Some(body) = &k.body {
+        if let Err(e) = kusari_kernels::body::check_body(&body.value()) {
+            cx.error_spanned_by(body, format!("kernel body: {}", e.render(&body.value())));
+        }
+    }
     let (Some(inputs), Some(outputs)) = (&k.inputs, &k.outputs) else {
         return;
     };
@@ -139,9 +150,19 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
     let sig = match ElementwiseSignature::new(&inputs.value(), &outputs.value(), &params.value()) {
         Ok(sig) => sig,
         Err(errors) => {
-            for e in errors {
+            for e in errors.iter().take(MAX_REPORTED) {
                 let l = lit(e.list);
                 cx.error_spanned_by(l, format!("kernel {}: {}", e.list, e.render(&l.value())));
+            }
+            if errors.len() > MAX_REPORTED {
+                let l = lit(errors[MAX_REPORTED].list);
+                cx.error_spanned_by(
+                    l,
+                    format!(
+                        "... and {} more mistakes in the kernel's signature",
+                        errors.len() - MAX_REPORTED
+                    ),
+                );
             }
             return;
         }
@@ -167,6 +188,30 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
                 node.n_outputs()
             ),
         );
+    }
+}
+
+/// The kernel's name, given (`name = ".."`) or derived from the op's (`<op>_fwd`), must be a C
+/// identifier and not a keyword: it names the generated `extern "C"` function.
+fn check_kernel_name(cx: &Ctxt, node: &Node<'_>, k: &crate::attr::KernelAttr) {
+    match &k.name {
+        Some(name) => {
+            if let Err(e) = check_kernel_name_rules(&name.value()) {
+                cx.error_spanned_by(name, format!("kernel name: {e}"));
+            }
+        }
+        None => {
+            let derived = format!("{}_fwd", node.wrapper_name());
+            if let Err(e) = check_kernel_name_rules(&derived) {
+                let msg = format!(
+                    "the kernel's default name: {e}; give it a name with #[forward_gpu(name = \"..\")]"
+                );
+                match &node.options.name {
+                    Some(op_name) => cx.error_spanned_by(op_name, msg),
+                    None => cx.error_spanned_by(&node.item.self_ty, msg),
+                }
+            }
+        }
     }
 }
 

@@ -147,6 +147,17 @@ pub enum Error {
         /// The driver's message.
         msg: String,
     },
+    /// An elementwise kernel whose definition is refused before anything is generated or
+    /// compiled: a name that is no C identifier or a keyword, a signature mistake (a parameter
+    /// name the generated code cannot use, an unknown type, ...) or a body whose brackets do not
+    /// balance. The message lists every mistake found, each with its text underlined.
+    #[error("kernel {kernel}: {message}")]
+    InvalidKernel {
+        /// The kernel's name, as given.
+        kernel: String,
+        /// What is wrong, and where.
+        message: String,
+    },
     /// A kernel that NVRTC could not compile: the message holds NVRTC's log (lines of the
     /// kernel's body numbered as in the body) and the numbered generated source.
     #[error("kernel {kernel}: {message}")]

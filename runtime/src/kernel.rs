@@ -10,6 +10,9 @@ use std::sync::OnceLock;
 use crate::error::{Error, Result};
 use crate::{Array, DType};
 
+/// How many signature mistakes an [`Error::InvalidKernel`] message shows (the rest are counted).
+const MAX_REPORTED: usize = 20;
+
 /// A CUDA elementwise kernel: a name, the input, output and scalar-parameter signatures, and the
 /// loop body (see [`kusari_kernels::signature`] for the grammar).
 ///
@@ -53,24 +56,67 @@ impl ElementwiseKernel {
         }
     }
 
-    /// The parsed signature.
+    /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
+    /// the signature (including every parameter name) and the body. [`new`](Self::new) is the
+    /// `const` form, which checks nothing until the kernel is first used.
+    ///
+    /// ```
+    /// use kusari::ElementwiseKernel;
+    /// let err = ElementwiseKernel::try_new("scale", "T x, T int", "T w", "", "w = x;").unwrap_err();
+    /// assert!(err.to_string().contains("`int` is a C++ keyword and cannot name a parameter"));
+    /// ```
+    pub fn try_new(
+        name: &'static str,
+        inputs: &'static str,
+        outputs: &'static str,
+        params: &'static str,
+        body: &'static str,
+    ) -> Result<Self> {
+        let kernel = ElementwiseKernel::new(name, inputs, outputs, params, body);
+        kernel.signature()?;
+        Ok(kernel)
+    }
+
+    /// The parsed signature, once the whole definition is checked: the kernel's name must be
+    /// a C identifier and not a keyword ([`kusari_kernels::names`]), the signature must parse
+    /// with names the generated code can use ([`kusari_kernels::signature`]), and the body's
+    /// brackets must balance ([`kusari_kernels::body`]). Every mistake is reported at once, in
+    /// [`Error::InvalidKernel`].
     pub fn signature(&self) -> Result<ElementwiseSignature> {
-        ElementwiseSignature::new(self.inputs, self.outputs, self.params).map_err(|errors| {
+        let mut problems = Vec::new();
+        if let Err(e) = kusari_kernels::names::check_kernel_name(self.name) {
+            problems.push(e.to_string());
+        }
+        let sig = ElementwiseSignature::new(self.inputs, self.outputs, self.params);
+        if let Err(errors) = &sig {
             let source = |l| match l {
                 kusari_kernels::SignatureList::Inputs => self.inputs,
                 kusari_kernels::SignatureList::Outputs => self.outputs,
                 kusari_kernels::SignatureList::Params => self.params,
             };
-            Error::Msg(format!(
-                "kernel {}: invalid signature:\n{}",
-                self.name,
-                errors
-                    .iter()
-                    .map(|e| format!("{}: {}", e.list, e.render(source(e.list))))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ))
-        })
+            let mut lines: Vec<String> = errors
+                .iter()
+                .take(MAX_REPORTED)
+                .map(|e| format!("{}: {}", e.list, e.render(source(e.list))))
+                .collect();
+            if errors.len() > MAX_REPORTED {
+                lines.push(format!(
+                    "... and {} more mistakes",
+                    errors.len() - MAX_REPORTED
+                ));
+            }
+            problems.push(format!("invalid signature:\n{}", lines.join("\n")));
+        }
+        if let Err(e) = kusari_kernels::body::check_body(self.body) {
+            problems.push(format!("invalid body: {}", e.render(self.body)));
+        }
+        match sig {
+            Ok(sig) if problems.is_empty() => Ok(sig),
+            _ => Err(Error::InvalidKernel {
+                kernel: self.name.to_string(),
+                message: problems.join("\n"),
+            }),
+        }
     }
 
     /// Binds each type placeholder to the dtype of the array inputs that use it, checking that a
