@@ -75,6 +75,8 @@ fn expected(live: &[(u8, bool)]) -> (bool, bool) {
 }
 
 #[test]
+// `g = ...` drops the first guard by overwriting it: the mistake this test reproduces.
+#[allow(unused_assignments)]
 fn guards_dropped_out_of_order_restore_what_each_changed() {
     // The reported case: the first guard is dropped while the second lives.
     std::thread::spawn(|| {

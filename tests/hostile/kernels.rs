@@ -121,7 +121,7 @@ fn leak(s: String) -> &'static str {
 
 #[test]
 fn bad_kernel_definitions_are_refused_before_nvrtc_sees_them() {
-    let x = Array::zeros(&[3], DType::F32);
+    let x = Array::zeros(&[3], DType::F32).unwrap();
     for (k, want) in BAD_KERNELS {
         let what = format!("{:?}", (k.name, k.inputs, k.outputs, k.params, k.body));
         let err = k.signature().expect_err(&what);

@@ -115,9 +115,15 @@ fn the_cuda_device_gives_the_same_answers() -> Result<()> {
         assert_eq!(m.array().to_f64_vec()?, vec![0.5], "F::mean {dtype}");
     }
     let a = Array::from_vec(vec![-1i32, 0, 1], &[3])?.to_device(gpu)?;
-    assert!(matches!(&a * 0.5, Err(Error::ScalarNotRepresentable { .. })));
+    assert!(matches!(
+        &a * 0.5,
+        Err(Error::ScalarNotRepresentable { .. })
+    ));
     assert_eq!((&a * 3.0)?.to_vec::<i32>()?, vec![-3, 0, 3]);
-    assert_eq!(a.gt_scalar(-0.5)?.to_vec::<bool>()?, vec![false, true, true]);
+    assert_eq!(
+        a.gt_scalar(-0.5)?.to_vec::<bool>()?,
+        vec![false, true, true]
+    );
     let h = Array::from_vec(vec![0.1f64, 0.10004], &[2])?
         .astype(DType::F16)?
         .to_device(gpu)?;
