@@ -4,6 +4,9 @@
 //! `fused_loop` is the budget's reference: one scalar loop over preallocated buffers, what a C
 //! compiler makes of `w[i] = x[i] * y[i] + z[i]`.
 //!
+//! `many_inputs` applies and differentiates one node of 10³, 10⁴ and 10⁵ inputs: recording and
+//! backward are linear in the number of inputs, so the time per input stays flat.
+//!
 //! Run: `cargo bench -p kusari --bench muladd`.
 
 use std::hint::black_box;
@@ -96,5 +99,56 @@ fn bench_fused_loop(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_muladd, bench_fused_loop);
+/// Sums its inputs (each of shape [1]), retaining all of them: a node of many inputs.
+struct SumMany;
+
+impl FunctionNode for SumMany {
+    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        let all: Vec<usize> = (0..inputs.len()).collect();
+        ctx.retain_inputs(&all);
+        let total: f64 = inputs.iter().map(|a| a.item::<f64>().unwrap_or(0.0)).sum();
+        Ok(vec![Array::from_vec(vec![total], &[1])?])
+    }
+
+    fn backward(
+        &self,
+        ctx: &BackwardContext<'_>,
+        targets: &[usize],
+        gys: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        let gy = gys[0].clone().expect("one output");
+        let mut out = vec![None; ctx.n_inputs()];
+        for &i in targets {
+            out[i] = Some(gy.clone());
+        }
+        Ok(out)
+    }
+}
+
+/// Apply + backward of one node of n inputs: time per input should not grow with n.
+fn bench_many_inputs(c: &mut Criterion) {
+    let mut group = c.benchmark_group("many_inputs");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(4));
+    for n in [1_000usize, 10_000, 100_000] {
+        let xs: Vec<Variable> = (0..n)
+            .map(|i| Variable::new(Array::from_vec(vec![i as f64], &[1]).unwrap()))
+            .collect();
+        let refs: Vec<&Variable> = xs.iter().collect();
+        group.bench_function(BenchmarkId::new("apply_backward", n), |b| {
+            b.iter(|| {
+                for x in &xs {
+                    x.cleargrad();
+                }
+                let y = SumMany.apply(&refs).unwrap().remove(0);
+                y.backward().unwrap();
+                black_box(y)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_muladd, bench_fused_loop, bench_many_inputs);
 criterion_main!(benches);
