@@ -14,7 +14,7 @@
 //! assert!(config::train());
 //! ```
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -95,53 +95,64 @@ pub fn set_global(config: Config) {
     GLOBAL.store(config.bits(), Ordering::Relaxed);
 }
 
-/// A scoped change: the fields in `mask` take the values in `bits` while the guard `id` lives.
-#[derive(Clone, Copy)]
+/// A live scoped change, one per guard: the fields in `mask` take the values in `bits`.
+/// `before` is the configuration just before it (what dropping the newest guard restores).
+#[derive(Clone, Copy, Default)]
 struct Override {
-    id: u64,
     mask: u8,
     bits: u8,
+    before: u8,
+    live: bool,
 }
 
-/// This thread's configuration: where it started, the live scoped changes in the order they were
-/// made, and the configuration they add up to (cached, read on every function application).
-struct Scopes {
-    base: u8,
-    overrides: Vec<Override>,
-    next_id: u64,
-}
-
-impl Scopes {
-    fn effective(&self) -> u8 {
-        self.overrides
-            .iter()
-            .fold(self.base, |acc, o| (acc & !o.mask) | (o.bits & o.mask))
-    }
-}
+/// How many guards may be nested on one thread with exact out-of-order restores. A guard made
+/// beyond it restores the configuration it saw when dropped (the classic scheme).
+const MAX_SCOPES: usize = 256;
 
 thread_local! {
-    static CURRENT: Cell<Config> = Cell::new(global());
-    static SCOPES: RefCell<Option<Scopes>> = const { RefCell::new(None) };
+    /// This thread's configuration bits; 0 until first read (then the global defaults).
+    static CURRENT: Cell<u8> = const { Cell::new(0) };
+    /// The live guards' changes, oldest first: the configuration is the thread's defaults
+    /// overlaid by each in order. Fixed-size cells, so a guard costs no allocation and no
+    /// thread-local destructor.
+    static SCOPES: [Cell<Override>; MAX_SCOPES] = const {
+        [const { Cell::new(Override { mask: 0, bits: 0, before: 0, live: false }) }; MAX_SCOPES]
+    };
+    /// How many entries of `SCOPES` are in use (dead entries under a live one included).
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+fn current_bits() -> u8 {
+    CURRENT.with(|c| {
+        let b = c.get();
+        if b & SET != 0 {
+            b
+        } else {
+            let b = global().bits();
+            c.set(b);
+            b
+        }
+    })
 }
 
 /// This thread's configuration.
 pub fn current() -> Config {
-    CURRENT.with(Cell::get)
+    Config::from_bits(current_bits())
 }
 
 /// Whether this thread is in training mode.
 pub fn train() -> bool {
-    current().train
+    current_bits() & TRAIN != 0
 }
 
 /// Whether applying functions records the graph on this thread.
 pub fn enable_backprop() -> bool {
-    current().enable_backprop
+    current_bits() & BACKPROP != 0
 }
 
 /// Whether debug checks are on for this thread.
 pub fn debug() -> bool {
-    current().debug
+    current_bits() & DEBUG != 0
 }
 
 /// Undoes one scoped change of its thread's configuration when dropped: the fields it set go
@@ -159,76 +170,97 @@ pub fn debug() -> bool {
 #[must_use = "the configuration is restored when the guard is dropped"]
 #[derive(Debug)]
 pub struct ConfigGuard {
-    id: u64,
+    /// The guard's entry in `SCOPES`, or `None` beyond `MAX_SCOPES` (then `before` is restored).
+    slot: Option<usize>,
+    before: u8,
     _thread_bound: PhantomData<*const ()>,
+}
+
+fn apply_override(acc: u8, o: Override) -> u8 {
+    (acc & !o.mask) | (o.bits & o.mask)
 }
 
 impl Drop for ConfigGuard {
     fn drop(&mut self) {
-        let bits = SCOPES.with(|s| {
-            let mut s = s.borrow_mut();
-            let scopes = s.as_mut()?;
-            let at = scopes.overrides.iter().rposition(|o| o.id == self.id)?;
-            scopes.overrides.remove(at);
-            Some(scopes.effective())
+        let Some(slot) = self.slot else {
+            CURRENT.with(|c| c.set(self.before));
+            return;
+        };
+        SCOPES.with(|scopes| {
+            let depth = DEPTH.get();
+            if slot + 1 == depth {
+                // The newest guard (the usual, last-in first-out case): restore what it saw, and
+                // release the entries of guards dropped earlier out of order beneath it.
+                let before = scopes[slot].get().before;
+                let mut d = slot;
+                while d > 0 && !scopes[d - 1].get().live {
+                    d -= 1;
+                }
+                DEPTH.set(d);
+                CURRENT.with(|c| c.set(before));
+            } else {
+                // An older guard: take its change out and replay the newer ones over what it saw.
+                let mut o = scopes[slot].get();
+                o.live = false;
+                scopes[slot].set(o);
+                let mut acc = o.before;
+                for cell in &scopes[slot + 1..depth] {
+                    let mut later = cell.get();
+                    later.before = acc;
+                    cell.set(later);
+                    if later.live {
+                        acc = apply_override(acc, later);
+                    }
+                }
+                CURRENT.with(|c| c.set(acc));
+            }
         });
-        if let Some(bits) = bits {
-            CURRENT.with(|c| c.set(Config::from_bits(bits)));
-        }
     }
 }
 
 const ALL_FIELDS: u8 = TRAIN | BACKPROP | DEBUG | FALLBACK;
 
-/// Sets the fields in `mask` to their values in `config` until the guard drops.
-fn scoped(mask: u8, config: Config) -> ConfigGuard {
-    let (id, bits) = SCOPES.with(|s| {
-        let mut s = s.borrow_mut();
-        let scopes = s.get_or_insert_with(|| Scopes {
-            base: current().bits(),
-            overrides: Vec::new(),
-            next_id: 0,
-        });
-        let id = scopes.next_id;
-        scopes.next_id += 1;
-        scopes.overrides.push(Override {
-            id,
-            mask,
-            bits: config.bits(),
-        });
-        (id, scopes.effective())
+/// Sets the fields in `mask` to their values in `bits` until the guard drops.
+fn scoped(mask: u8, bits: u8) -> ConfigGuard {
+    let before = current_bits();
+    let o = Override {
+        mask,
+        bits,
+        before,
+        live: true,
+    };
+    let depth = DEPTH.get();
+    let slot = (depth < MAX_SCOPES).then(|| {
+        SCOPES.with(|scopes| scopes[depth].set(o));
+        DEPTH.set(depth + 1);
+        depth
     });
-    CURRENT.with(|c| c.set(Config::from_bits(bits)));
+    CURRENT.with(|c| c.set(apply_override(before, o)));
     ConfigGuard {
-        id,
+        slot,
+        before,
         _thread_bound: PhantomData,
     }
 }
 
 /// Sets this thread's whole configuration until the guard drops.
 pub fn using_config(config: Config) -> ConfigGuard {
-    scoped(ALL_FIELDS, config)
+    scoped(ALL_FIELDS, config.bits())
 }
 
 /// Training mode on or off until the guard drops.
 pub fn using_train(train: bool) -> ConfigGuard {
-    scoped(TRAIN, Config { train, ..current() })
+    scoped(TRAIN, if train { TRAIN } else { 0 })
 }
 
 /// Graph recording on or off until the guard drops.
 pub fn using_backprop(enable_backprop: bool) -> ConfigGuard {
-    scoped(
-        BACKPROP,
-        Config {
-            enable_backprop,
-            ..current()
-        },
-    )
+    scoped(BACKPROP, if enable_backprop { BACKPROP } else { 0 })
 }
 
 /// Debug checks on or off until the guard drops.
 pub fn using_debug(debug: bool) -> ConfigGuard {
-    scoped(DEBUG, Config { debug, ..current() })
+    scoped(DEBUG, if debug { DEBUG } else { 0 })
 }
 
 /// Host fallback allowed or forbidden until the guard drops (see [`Config::host_fallback`]).
@@ -238,13 +270,7 @@ pub fn using_debug(debug: bool) -> ConfigGuard {
 /// assert!(!kusari::config::current().host_fallback);
 /// ```
 pub fn using_host_fallback(host_fallback: bool) -> ConfigGuard {
-    scoped(
-        FALLBACK,
-        Config {
-            host_fallback,
-            ..current()
-        },
-    )
+    scoped(FALLBACK, if host_fallback { FALLBACK } else { 0 })
 }
 
 /// No graph is recorded until the guard drops (Chainer's `no_backprop_mode`).

@@ -441,7 +441,7 @@ fn apply_with<F: FunctionNode>(
     let rank = inputs.iter().map(|v| v.node.rank).max().unwrap_or(0);
     let results: Vec<Variable> = outputs
         .into_iter()
-        .map(|a| Variable::from_node(Arc::new(VarNode::new(&a, true, rank + 1)), a))
+        .map(|a| Variable::with_new_node(a, true, rank + 1))
         .collect();
     let retain_in = ctx.retain_inputs.mask(inputs.len());
     let input_slots: Vec<InputSlot> = inputs

@@ -66,6 +66,11 @@ pub(crate) struct GradState {
 
 impl VarNode {
     pub(crate) fn new(array: &Array, requires_grad: bool, rank: u32) -> Self {
+        Self::with_handles(array, requires_grad, rank, 0)
+    }
+
+    #[inline]
+    fn with_handles(array: &Array, requires_grad: bool, rank: u32, handles: usize) -> Self {
         VarNode {
             requires_grad,
             rank,
@@ -74,7 +79,7 @@ impl VarNode {
             device: array.device(),
             creator: Mutex::new(None),
             grad: Mutex::new(GradState::default()),
-            handles: AtomicUsize::new(0),
+            handles: AtomicUsize::new(handles),
             name: Mutex::new(None),
         }
     }
@@ -139,7 +144,11 @@ impl Clone for Variable {
 impl Drop for Variable {
     /// The last handle of a node takes its gradient with it (see [`VarNode::grad`]).
     fn drop(&mut self) {
-        if self.node.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // When this handle also holds the node's last reference, the node and its gradient go
+        // right after this: nothing to break, and no lock to take.
+        if self.node.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && Arc::strong_count(&self.node) > 1
+        {
             let grad = lock(&self.node.grad).grad.take();
             drop(grad);
         }
@@ -159,7 +168,7 @@ impl Variable {
 
     /// A leaf variable, requiring gradients or not.
     pub fn with_requires_grad(array: Array, requires_grad: bool) -> Self {
-        Variable::from_node(Arc::new(VarNode::new(&array, requires_grad, 0)), array)
+        Variable::with_new_node(array, requires_grad, 0)
     }
 
     /// The same variable with a name, shown in messages and `Debug`.
@@ -168,7 +177,16 @@ impl Variable {
         self
     }
 
-    /// A new handle on `node` (every `Variable` is made here, so the handle count is exact).
+    /// A variable on a new node (its first handle, counted without an atomic operation).
+    #[inline]
+    pub(crate) fn with_new_node(array: Array, requires_grad: bool, rank: u32) -> Self {
+        Variable {
+            node: Arc::new(VarNode::with_handles(&array, requires_grad, rank, 1)),
+            array,
+        }
+    }
+
+    /// A new handle on `node` (every other `Variable` is made here, so the count is exact).
     pub(crate) fn from_node(node: Arc<VarNode>, array: Array) -> Self {
         node.handles.fetch_add(1, Ordering::Relaxed);
         Variable { node, array }

@@ -130,3 +130,75 @@ fn guards_dropped_out_of_order_restore_what_each_changed() {
         .unwrap();
     }
 }
+
+/// Random stacks of up to eight guards over all four fields, dropped in random orders (and
+/// nested again after partial drops), against the overlay model.
+#[test]
+fn random_guard_stacks_match_the_model() {
+    std::thread::spawn(|| {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let defaults = config::current();
+        let read = || {
+            let c = config::current();
+            [c.train, c.enable_backprop, c.debug, c.host_fallback]
+        };
+        // A guard's change: one field (0..4) to a value, or all fields (4) at once.
+        let make = |field: u64, value: bool| match field {
+            0 => config::using_train(value),
+            1 => config::using_backprop(value),
+            2 => config::using_debug(value),
+            3 => config::using_host_fallback(value),
+            _ => config::using_config(config::Config {
+                train: value,
+                enable_backprop: !value,
+                debug: value,
+                host_fallback: !value,
+            }),
+        };
+        let model = |live: &[(u64, bool)]| {
+            let mut v = [
+                defaults.train,
+                defaults.enable_backprop,
+                defaults.debug,
+                defaults.host_fallback,
+            ];
+            for &(field, value) in live {
+                if field == 4 {
+                    v = [value, !value, value, !value];
+                } else {
+                    v[field as usize] = value;
+                }
+            }
+            v
+        };
+        for trial in 0..300 {
+            let mut guards: Vec<(config::ConfigGuard, (u64, bool))> = Vec::new();
+            for _ in 0..3 {
+                for _ in 0..=next(4) {
+                    let change = (next(5), next(2) == 1);
+                    guards.push((make(change.0, change.1), change));
+                    let live: Vec<_> = guards.iter().map(|g| g.1).collect();
+                    assert_eq!(read(), model(&live), "trial {trial}: after a new guard");
+                }
+                for _ in 0..next(guards.len() as u64 + 1) {
+                    let at = next(guards.len() as u64) as usize;
+                    drop(guards.remove(at));
+                    let live: Vec<_> = guards.iter().map(|g| g.1).collect();
+                    assert_eq!(read(), model(&live), "trial {trial}: after dropping #{at}");
+                }
+            }
+            while let Some(g) = guards.pop() {
+                drop(g);
+            }
+            assert_eq!(read(), model(&[]), "trial {trial}: all dropped");
+        }
+    })
+    .join()
+    .unwrap();
+}

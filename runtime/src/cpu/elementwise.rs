@@ -10,9 +10,9 @@ use std::mem::MaybeUninit;
 use ndarray::{ArrayViewMutD, IxDyn, Zip};
 use rayon::prelude::*;
 
+use super::pool::Result;
 use super::CpuRef;
 use crate::dtype::Element;
-use crate::error::Result;
 
 /// Element count from which elementwise work is split across threads.
 pub(crate) const PAR_MIN: usize = 1 << 16;

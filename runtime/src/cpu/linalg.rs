@@ -3,9 +3,9 @@
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgScalar};
 
+use super::pool::Result;
 use super::CpuRef;
 use crate::dtype::Element;
-use crate::error::Result;
 
 /// `a @ b` for operands already shaped `batch + [n, k]` and `batch + [k, m]` (broadcast batch
 /// dims checked by the caller). Returns the C-order buffer of `batch + [n, m]`.

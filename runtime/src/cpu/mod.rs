@@ -15,10 +15,10 @@ use half::{bf16, f16};
 use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder};
 
 use crate::dtype::Element;
-use crate::error::Result;
 use crate::layout::Layout;
 use crate::storage::take_as;
 use crate::DType;
+use pool::Result;
 
 /// A host buffer of one dtype.
 #[derive(Debug, Clone)]

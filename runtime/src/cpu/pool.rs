@@ -12,9 +12,31 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::variable::lock;
 use crate::Device;
+
+/// A host allocation that could not be made: the op and the bytes it asked for. Kept small
+/// (the cpu layer returns it beside every buffer); `?` turns it into [`Error::OutOfMemory`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostOom {
+    op: &'static str,
+    bytes: usize,
+}
+
+impl From<HostOom> for Error {
+    #[cold]
+    fn from(e: HostOom) -> Error {
+        Error::OutOfMemory {
+            op: e.op.to_string(),
+            device: Device::Cpu,
+            bytes: e.bytes,
+        }
+    }
+}
+
+/// The cpu layer's result: a value, or the allocation that failed.
+pub(crate) type Result<T> = std::result::Result<T, HostOom>;
 
 /// Buffers below this size are not cached (the allocator serves them from its free lists).
 pub(crate) const MIN_POOLED_BYTES: usize = 1 << 20;
@@ -40,18 +62,26 @@ static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 /// can never be met is refused before it is tried, whatever the kernel's overcommit policy), or
 /// when the allocator refuses it (e.g. under a process memory limit).
 pub(crate) fn alloc<T: Copy + Send + 'static>(op: &'static str, n: usize) -> Result<Vec<T>> {
-    let oom = |bytes: usize| Error::OutOfMemory {
-        op: op.to_string(),
-        device: Device::Cpu,
-        bytes,
-    };
-    let bytes = n
-        .checked_mul(std::mem::size_of::<T>())
-        .ok_or_else(|| oom(usize::MAX))?;
+    match n.checked_mul(std::mem::size_of::<T>()) {
+        // Small buffers (every op on tiny arrays) take the allocator's fast path: below a
+        // mebibyte a refusal means the process is out of memory anyway.
+        Some(bytes) if bytes < MIN_POOLED_BYTES => Ok(Vec::with_capacity(n)),
+        bytes => alloc_large(op, n, bytes),
+    }
+}
+
+#[cold]
+fn alloc_large<T: Copy + Send + 'static>(
+    op: &'static str,
+    n: usize,
+    bytes: Option<usize>,
+) -> Result<Vec<T>> {
+    let oom = |bytes: usize| HostOom { op, bytes };
+    let bytes = bytes.ok_or_else(|| oom(usize::MAX))?;
     if bytes > host_memory_bytes() {
         return Err(oom(bytes));
     }
-    if bytes >= MIN_POOLED_BYTES {
+    {
         let mut pool = lock(&POOL);
         if let Some(p) = pool.as_mut() {
             if let Some(list) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n)) {
@@ -73,11 +103,7 @@ pub(crate) fn alloc<T: Copy + Send + 'static>(op: &'static str, n: usize) -> Res
 /// allocated by code kusari does not control.
 pub(crate) fn check_host_bytes(op: &'static str, bytes: usize) -> Result<()> {
     if bytes > host_memory_bytes() {
-        return Err(Error::OutOfMemory {
-            op: op.to_string(),
-            device: Device::Cpu,
-            bytes,
-        });
+        return Err(HostOom { op, bytes });
     }
     Ok(())
 }

@@ -4,9 +4,9 @@ use ndarray::{ArrayD, Axis};
 use rayon::prelude::*;
 
 use super::map1;
+use super::pool::Result;
 use super::{CpuRef, PAR_MIN};
 use crate::dtype::NumElement;
-use crate::error::Result;
 
 /// Which reduction to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
