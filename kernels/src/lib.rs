@@ -10,7 +10,8 @@
 //! - [`reduction`](mod@reduction): CUDA source for row reductions (sum, max, min), a pure function of the
 //!   reduction and the element type.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
-//! - [`launch`]: grid shapes from the SM count, and the per-device upload cache.
+//! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
+//! - [`upload`]: the per-device upload cache of loaded modules.
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX or to a device's cubin,
 //!   without a GPU.
 
@@ -19,10 +20,11 @@ pub mod cache;
 pub mod codegen;
 #[cfg(feature = "nvrtc")]
 pub mod compile;
-pub mod launch;
+pub mod grid;
 pub mod names;
 pub mod reduction;
 pub mod signature;
+pub mod upload;
 
 pub use reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
 

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::function_node::{describe, BackwardContext, FuncNode};
-use crate::variable::{lock, VarNode, Variable};
+use crate::sync::lock;
+use crate::variable::{VarNode, Variable};
 
 /// Options of [`Variable::backward_with`].
 #[derive(Clone, Copy, Debug, Default)]

@@ -303,3 +303,44 @@ macro_rules! with_float_dtype {
 }
 
 pub(crate) use {match_dtype, with_dtype, with_float_dtype, with_num_dtype};
+
+/// Moves a typed value into an `Option` slot read back as `Any` (used to go from a generic
+/// `T: Element` to the storage variant of `T::DTYPE` without unsafe code).
+pub(crate) fn take_as<T: 'static, U: 'static>(value: T) -> Option<U> {
+    let mut slot = Some(value);
+    (&mut slot as &mut dyn std::any::Any)
+        .downcast_mut::<Option<U>>()
+        .and_then(Option::take)
+}
+
+/// The kernel signature's name for a dtype (NumPy's names, as in CuPy's signatures).
+impl From<DType> for kusari_kernels::ScalarType {
+    fn from(d: DType) -> Self {
+        use kusari_kernels::ScalarType as S;
+        match d {
+            DType::Bool => S::Bool,
+            DType::I32 => S::Int32,
+            DType::I64 => S::Int64,
+            DType::F16 => S::Float16,
+            DType::BF16 => S::BFloat16,
+            DType::F32 => S::Float32,
+            DType::F64 => S::Float64,
+        }
+    }
+}
+
+/// The dtype a kernel signature's type names.
+impl From<kusari_kernels::ScalarType> for DType {
+    fn from(t: kusari_kernels::ScalarType) -> Self {
+        use kusari_kernels::ScalarType as S;
+        match t {
+            S::Bool => DType::Bool,
+            S::Int32 => DType::I32,
+            S::Int64 => DType::I64,
+            S::Float16 => DType::F16,
+            S::BFloat16 => DType::BF16,
+            S::Float32 => DType::F32,
+            S::Float64 => DType::F64,
+        }
+    }
+}

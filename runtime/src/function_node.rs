@@ -8,7 +8,8 @@ use ndarray::{Dimension, IxDyn};
 
 use crate::config;
 use crate::error::{Error, Result};
-use crate::variable::{lock, VarNode, Variable};
+use crate::sync::lock;
+use crate::variable::{VarNode, Variable};
 use crate::{Array, DType, Device};
 
 /// A differentiable function (Chainer's `FunctionNode`).

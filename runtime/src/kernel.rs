@@ -143,7 +143,7 @@ impl ElementwiseKernel {
         for (param, array) in sig.inputs.iter().zip(inputs) {
             let dtype = array.dtype();
             match param.ty {
-                ParamType::Concrete(t) if to_dtype(t) != dtype => {
+                ParamType::Concrete(t) if DType::from(t) != dtype => {
                     return Err(Error::Msg(format!(
                         "kernel {}: argument `{}` is {dtype} {:?}, but the signature declares {t}",
                         self.name,
@@ -175,7 +175,7 @@ impl ElementwiseKernel {
         let types: Vec<(char, ScalarType)> = self
             .bind(inputs)?
             .into_iter()
-            .map(|(c, d)| (c, to_scalar_type(d)))
+            .map(|(c, d)| (c, ScalarType::from(d)))
             .collect();
         let plan = LoopPlan::new(&sig, inputs, None)?;
         generate(
@@ -433,30 +433,6 @@ pub fn array_kernels() -> Vec<(ElementwiseKernel, &'static [DType])> {
     all
 }
 
-pub(crate) fn to_scalar_type(d: DType) -> ScalarType {
-    match d {
-        DType::Bool => ScalarType::Bool,
-        DType::I32 => ScalarType::Int32,
-        DType::I64 => ScalarType::Int64,
-        DType::F16 => ScalarType::Float16,
-        DType::BF16 => ScalarType::BFloat16,
-        DType::F32 => ScalarType::Float32,
-        DType::F64 => ScalarType::Float64,
-    }
-}
-
-pub(crate) fn to_dtype(t: ScalarType) -> DType {
-    match t {
-        ScalarType::Bool => DType::Bool,
-        ScalarType::Int32 => DType::I32,
-        ScalarType::Int64 => DType::I64,
-        ScalarType::Float16 => DType::F16,
-        ScalarType::BFloat16 => DType::BF16,
-        ScalarType::Float32 => DType::F32,
-        ScalarType::Float64 => DType::F64,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,7 +515,7 @@ mod tests {
                     .map(|&d| {
                         placeholders
                             .iter()
-                            .map(|&c| (c, to_scalar_type(d)))
+                            .map(|&c| (c, ScalarType::from(d)))
                             .collect()
                     })
                     .collect()

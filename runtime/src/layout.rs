@@ -7,7 +7,7 @@
 use ndarray::{Dimension, IxDyn};
 
 use crate::error::{Error, Result};
-use crate::DType;
+use crate::{DType, Device};
 
 /// A shape held inline for up to four dimensions.
 pub(crate) type Shape = IxDyn;
@@ -271,6 +271,27 @@ pub(crate) fn broadcast_shapes(
         };
     }
     Ok(out)
+}
+
+/// The first of shape, dtype and device in which `actual` differs from `expected`, as
+/// `(what, expected, actual)` for a message.
+pub(crate) fn first_difference(
+    expected: (&[usize], DType, Device),
+    actual: (&[usize], DType, Device),
+) -> Option<(&'static str, String, String)> {
+    if actual.0 != expected.0 {
+        Some((
+            "shape",
+            format!("{:?}", expected.0),
+            format!("{:?}", actual.0),
+        ))
+    } else if actual.1 != expected.1 {
+        Some(("dtype", expected.1.to_string(), actual.1.to_string()))
+    } else if actual.2 != expected.2 {
+        Some(("device", expected.2.to_string(), actual.2.to_string()))
+    } else {
+        None
+    }
 }
 
 /// Normalises a possibly negative axis against `ndim`.

@@ -40,6 +40,7 @@ mod ops_macros;
 pub mod prelude;
 pub mod random;
 mod storage;
+mod sync;
 pub mod testing;
 mod variable;
 

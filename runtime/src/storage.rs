@@ -1,8 +1,6 @@
 //! Where an array's elements live: one enum over devices (the CUDA variant is uninhabited when
 //! kusari is built without its `cuda` feature).
 
-use std::any::Any;
-
 use crate::cpu::CpuStorage;
 use crate::cuda::CudaStorage;
 use crate::{DType, Device};
@@ -29,13 +27,4 @@ impl Storage {
             Storage::Cuda(s) => Device::Cuda(s.ordinal()),
         }
     }
-}
-
-/// Moves a typed value into an `Option` slot read back as `Any` (used to go from a generic
-/// `T: Element` to the storage variant of `T::DTYPE` without unsafe code).
-pub(crate) fn take_as<T: 'static, U: 'static>(value: T) -> Option<U> {
-    let mut slot = Some(value);
-    (&mut slot as &mut dyn Any)
-        .downcast_mut::<Option<U>>()
-        .and_then(Option::take)
 }

@@ -2,40 +2,15 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use ndarray::{Dimension, IxDyn};
 
 use crate::error::{Error, Result};
 use crate::function_node::FuncNode;
+use crate::layout::first_difference;
+use crate::sync::lock;
 use crate::{Array, DType, Device};
-
-/// Locks a mutex, ignoring poisoning (no lock in kusari is held across user code that panics
-/// with the data half-updated).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The first of shape, dtype and device in which `actual` differs from `expected`, as
-/// `(what, expected, actual)` for a message.
-pub(crate) fn first_difference(
-    expected: (&[usize], DType, Device),
-    actual: (&[usize], DType, Device),
-) -> Option<(&'static str, String, String)> {
-    if actual.0 != expected.0 {
-        Some((
-            "shape",
-            format!("{:?}", expected.0),
-            format!("{:?}", actual.0),
-        ))
-    } else if actual.1 != expected.1 {
-        Some(("dtype", expected.1.to_string(), actual.1.to_string()))
-    } else if actual.2 != expected.2 {
-        Some(("device", expected.2.to_string(), actual.2.to_string()))
-    } else {
-        None
-    }
-}
 
 /// A variable's node in the graph: what backward needs, without the data (so intermediate arrays
 /// are freed as soon as no variable and no retaining function holds them).
@@ -234,9 +209,7 @@ impl Variable {
 
     /// The variable's name.
     pub fn name(&self) -> Option<String> {
-        crate::variable::lock(&self.node.name)
-            .as_deref()
-            .map(str::to_string)
+        lock(&self.node.name).as_deref().map(str::to_string)
     }
 
     /// Sets or clears the name (shared by clones).

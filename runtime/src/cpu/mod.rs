@@ -14,9 +14,9 @@ use std::any::Any;
 use half::{bf16, f16};
 use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder};
 
+use crate::dtype::take_as;
 use crate::dtype::Element;
 use crate::layout::Layout;
-use crate::storage::take_as;
 use crate::DType;
 use pool::Result;
 

@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::dtype::Element;
 use crate::error::Error;
-use crate::variable::lock;
+use crate::sync::lock;
 use crate::Device;
 
 /// A host allocation that could not be made: the op and the bytes it asked for. Kept small

@@ -12,14 +12,15 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{global_cache, Target};
-use kusari_kernels::launch::{launch_config, UploadCache};
+use kusari_kernels::grid::launch_config;
+use kusari_kernels::upload::UploadCache;
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
 use super::device::{device, CudaDevice};
 use super::driver::{Backend, BinaryTarget, Function, Module};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
-use crate::kernel::{to_scalar_type, ElementwiseKernel, KernelStats, LoopPlan};
+use crate::kernel::{ElementwiseKernel, KernelStats, LoopPlan};
 use crate::layout::Layout;
 use crate::storage::Storage;
 use crate::{Array, DType, Device};
@@ -295,7 +296,7 @@ fn param_type(p: &kusari_kernels::Param, types: &[(char, DType)]) -> Result<Scal
         ParamType::Placeholder(c) => types
             .iter()
             .find(|(q, _)| *q == c)
-            .map(|(_, d)| to_scalar_type(*d))
+            .map(|(_, d)| ScalarType::from(*d))
             .ok_or_else(|| Error::Msg(format!("type placeholder `{c}` is not bound"))),
     }
 }
@@ -377,7 +378,7 @@ pub(crate) fn launch_on(
     let dev = device(ordinal, &label())?;
     let mut outputs = Vec::with_capacity(sig.outputs.len());
     for p in &sig.outputs {
-        let dtype = crate::kernel::to_dtype(param_type(p, &types)?);
+        let dtype = DType::from(param_type(p, &types)?);
         let storage = CudaStorage::alloc(&dev, n, dtype)?;
         outputs.push(Array::from_storage(
             Storage::Cuda(storage),
@@ -406,7 +407,7 @@ pub(crate) fn launch_on(
             let scalar_types: Vec<(char, ScalarType)> = key
                 .types
                 .iter()
-                .map(|(c, d)| (*c, to_scalar_type(*d)))
+                .map(|(c, d)| (*c, ScalarType::from(*d)))
                 .collect();
             let src = generate(
                 kernel.name,

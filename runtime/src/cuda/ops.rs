@@ -14,7 +14,7 @@ use super::memory::CudaStorage;
 use crate::cpu::Reduction;
 use crate::dtype::{with_dtype, Element};
 use crate::error::{Error, Result};
-use crate::kernel::{cast_kernel, fill_kernel, to_scalar_type, COPY, MATMUL};
+use crate::kernel::{cast_kernel, fill_kernel, COPY, MATMUL};
 use crate::layout::Layout;
 use crate::storage::Storage;
 use crate::{Array, DType, Device};
@@ -222,7 +222,7 @@ fn reduction_function(
     {
         return Ok(l.clone());
     }
-    let t = to_scalar_type(dtype);
+    let t = kusari_kernels::ScalarType::from(dtype);
     let src = if chunked {
         reduction_chunks(kind, t)
     } else {

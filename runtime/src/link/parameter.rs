@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::initializers::Initializer;
 use crate::error::{Error, Result};
-use crate::variable::first_difference;
+use crate::layout::first_difference;
 use crate::{Array, DType, Device, Variable};
 
 struct State {

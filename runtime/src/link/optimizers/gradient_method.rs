@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::{Hook, ParamGrad};
 use crate::error::{Error, Result};
+use crate::layout::first_difference;
 use crate::link::{Link, Parameter};
-use crate::variable::first_difference;
 use crate::Array;
 
 /// How one optimizer turns a parameter's values, gradient and state into new values.

@@ -1,5 +1,5 @@
-//! Launch-side pieces that need no GPU to reason about: the grid shape for `n` elements, and the
-//! upload cache that keeps one loaded module per (device, kernel binary).
+//! The per-device upload cache: one loaded module per (device, kernel binary), so the second
+//! launch of a kernel on a device loads nothing.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -7,31 +7,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::cache::CacheKey;
-
-/// Threads per block of every elementwise launch.
-pub const BLOCK: u32 = 256;
-
-/// Blocks per multiprocessor the grid aims for: enough resident warps to hide memory latency;
-/// the grid-stride loop covers the rest.
-const BLOCKS_PER_SM: u32 = 8;
-
-/// Grid and block size for `n` elements on a device with `sm_count` multiprocessors, or `None`
-/// when there is nothing to do (a zero-size array launches nothing).
-///
-/// ```
-/// use kusari_kernels::launch::{launch_config, BLOCK};
-/// assert_eq!(launch_config(0, 132), None);
-/// assert_eq!(launch_config(1000, 132), Some((4, BLOCK)));       // ceil(1000 / 256)
-/// assert_eq!(launch_config(1 << 30, 132), Some((132 * 8, BLOCK))); // capped; the loop strides
-/// ```
-pub fn launch_config(n: usize, sm_count: u32) -> Option<(u32, u32)> {
-    if n == 0 {
-        return None;
-    }
-    let needed = n.div_ceil(BLOCK as usize);
-    let cap = (sm_count.max(1) * BLOCKS_PER_SM) as usize;
-    Some((needed.min(cap) as u32, BLOCK))
-}
 
 /// Counters of an [`UploadCache`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -139,16 +114,5 @@ mod tests {
             .get_or_load(2, key, || Err::<String, _>("no device"))
             .is_err());
         assert_eq!(cache.stats().loads, 2);
-    }
-
-    #[test]
-    fn launch_config_covers_small_arrays_and_caps_large_ones() {
-        assert_eq!(launch_config(1, 1), Some((1, BLOCK)));
-        assert_eq!(launch_config(256, 10), Some((1, BLOCK)));
-        assert_eq!(launch_config(257, 10), Some((2, BLOCK)));
-        assert_eq!(
-            launch_config(usize::MAX / 2, 0),
-            Some((BLOCKS_PER_SM, BLOCK))
-        );
     }
 }
