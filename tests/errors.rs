@@ -457,7 +457,17 @@ fn backward_reading_an_input_it_did_not_retain() {
     };
     assert_eq!(function, "Faulty");
     assert_eq!(grad_outputs, "float32[3, 2]");
-    assert!(matches!(err.root_cause(), Error::Msg(_)));
+    assert!(
+        matches!(
+            err.root_cause(),
+            Error::NotRetained {
+                what: "input",
+                index: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_mentions(
         &err,
         &[
@@ -502,7 +512,16 @@ fn retain_index_out_of_range() {
         .expect_err("input 2 of 2");
     assert_eq!(
         err,
-        Error::Msg("BadRetain: retain_inputs index 2 is out of range for 2 input(s)".into())
+        Error::RetainOutOfRange {
+            function: "BadRetain".into(),
+            what: "input",
+            index: 2,
+            count: 2
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "BadRetain: retain_inputs index 2 is out of range for 2 input(s)"
     );
     let err = BadRetain { outputs: true }
         .apply(&[&x, &y])
@@ -801,7 +820,7 @@ fn dropout_ratio_outside_zero_to_one() {
     let x = Variable::new(f32s(&[4]));
     for ratio in [1.0, 1.5, -0.1, f64::NAN] {
         let err = F::dropout(&x, ratio).expect_err("bad ratio");
-        assert!(matches!(err, Error::Msg(_)), "{err:?}");
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
         assert_mentions(&err, &["dropout", "[0, 1)", &ratio.to_string()]);
     }
     // Also in test mode, where dropout would otherwise do nothing.
@@ -814,12 +833,10 @@ fn softmax_cross_entropy_with_bad_labels() {
     let x = Variable::new(f32s(&[2, 3]));
     let labels = Array::from_vec(vec![0i32, 3], &[2]).expect("fills");
     let err = F::softmax_cross_entropy(&x, &labels).expect_err("label 3 of 3 classes");
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
     assert_eq!(
-        err,
-        Error::Msg(
-            "softmax_cross_entropy: label 3 at index 1 is outside 0..3 (use -1 to ignore a sample)"
-                .into()
-        )
+        err.to_string(),
+        "softmax_cross_entropy: label 3 at index 1 is outside 0..3 (use -1 to ignore a sample)"
     );
     let labels = Array::from_vec(vec![-2i64, 0], &[2]).expect("fills");
     let err = F::softmax_cross_entropy(&x, &labels).expect_err("label -2");
@@ -851,4 +868,41 @@ fn softmax_cross_entropy_with_bad_labels() {
         ),
         "{err:?}"
     );
+}
+
+/// Reads an input index the function does not have.
+struct ReadsPastInputs;
+
+impl FunctionNode for ReadsPastInputs {
+    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        ctx.retain_inputs(&[0, 1]);
+        Ok(vec![inputs[0].add(&inputs[1])?])
+    }
+
+    fn backward(
+        &self,
+        ctx: &BackwardContext,
+        _: &[usize],
+        _: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        ctx.retained_input(99)?;
+        unreachable!("input 99 of 2")
+    }
+}
+
+#[test]
+fn backward_reading_an_input_past_the_last_says_out_of_range() {
+    let (x, y) = (Variable::new(f32s(&[2])), Variable::new(f32s(&[2])));
+    let z = ReadsPastInputs.apply(&[&x, &y]).unwrap().remove(0);
+    let err = F::sum(&z).unwrap().backward().expect_err("input 99");
+    assert_eq!(
+        err.root_cause(),
+        &Error::IndexOutOfRange {
+            function: "ReadsPastInputs".into(),
+            what: "input",
+            index: 99,
+            count: 2
+        }
+    );
+    assert_mentions(&err, &["backward asks for input 99", "has 2 input(s)"]);
 }

@@ -271,6 +271,66 @@ fn type_name(p: &Param) -> String {
     }
 }
 
+/// Why CUDA source could not be generated: what a caller can match on (the runtime wraps it in
+/// its own error with the kernel's name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CodegenError {
+    /// The kernel's name is not a name the generated code can use.
+    Name(crate::names::NameError),
+    /// The body could leave the kernel's loop (unbalanced brackets, directives, ...).
+    Body {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong, and where.
+        error: crate::body::BodyError,
+    },
+    /// A type placeholder that no type was bound to.
+    UnboundPlaceholder {
+        /// The kernel's name.
+        kernel: String,
+        /// The placeholder letter.
+        placeholder: char,
+    },
+    /// An element type the generated code does not support here.
+    UnsupportedType {
+        /// What was being generated, e.g. `reduction sum`.
+        what: String,
+        /// The element type.
+        ty: ScalarType,
+        /// What to do instead.
+        hint: &'static str,
+    },
+}
+
+impl std::fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodegenError::Name(e) => write!(f, "{e}"),
+            CodegenError::Body { kernel, error } => write!(f, "kernel {kernel}: body: {error}"),
+            CodegenError::UnboundPlaceholder {
+                kernel,
+                placeholder,
+            } => write!(
+                f,
+                "kernel {kernel}: type placeholder `{placeholder}` is not bound"
+            ),
+            CodegenError::UnsupportedType { what, ty, hint } => {
+                write!(f, "{what}: {ty} is not supported ({hint})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CodegenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CodegenError::Name(e) => Some(e),
+            CodegenError::Body { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
 /// The kernel's CUDA source. `types` binds every placeholder the signature uses (see
 /// `ElementwiseKernel::bind` in the runtime); a placeholder left unbound is an error, and so are
 /// a name that is no C identifier or a keyword ([`check_kernel_name`]) and a body that does not
@@ -281,8 +341,8 @@ fn type_name(p: &Param) -> String {
 /// use kusari_kernels::ElementwiseSignature;
 /// let sig = ElementwiseSignature::new("float32 x", "float32 w", "").unwrap();
 /// let gen = |name, body| generate(name, &sig, body, &[], Indexing::Contiguous, IndexWidth::I32);
-/// assert!(gen("mul-add", "w = x;").unwrap_err().contains("`mul-add` is not a valid kernel name"));
-/// assert!(gen("k", "w = x; } }").unwrap_err().contains("`}` closes nothing"));
+/// assert!(gen("mul-add", "w = x;").unwrap_err().to_string().contains("`mul-add` is not a valid kernel name"));
+/// assert!(gen("k", "w = x; } }").unwrap_err().to_string().contains("`}` closes nothing"));
 /// ```
 pub fn generate(
     name: &str,
@@ -291,9 +351,12 @@ pub fn generate(
     types: &[(char, ScalarType)],
     indexing: Indexing,
     width: IndexWidth,
-) -> Result<KernelSource, String> {
-    check_kernel_name(name).map_err(|e| e.to_string())?;
-    check_body(body).map_err(|e| format!("kernel {name}: body: {e}"))?;
+) -> Result<KernelSource, CodegenError> {
+    check_kernel_name(name).map_err(CodegenError::Name)?;
+    check_body(body).map_err(|error| CodegenError::Body {
+        kernel: name.to_string(),
+        error,
+    })?;
     let mut used: Vec<char> = Vec::new();
     for (_, p) in sig.lists() {
         if let ParamType::Placeholder(c) = p.ty {
@@ -308,7 +371,10 @@ pub fn generate(
             .iter()
             .find(|(p, _)| p == c)
             .map(|(_, t)| *t)
-            .ok_or_else(|| format!("kernel {name}: type placeholder `{c}` is not bound"))?;
+            .ok_or_else(|| CodegenError::UnboundPlaceholder {
+                kernel: name.to_string(),
+                placeholder: *c,
+            })?;
         let _ = writeln!(typedefs, "typedef {} {c};", c_type(t));
     }
     let all_types: Vec<ScalarType> = sig

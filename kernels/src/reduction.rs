@@ -38,7 +38,7 @@
 
 use std::fmt::{self, Write};
 
-use crate::codegen::{c_type, KernelSource};
+use crate::codegen::{c_type, CodegenError, KernelSource};
 use crate::signature::ScalarType;
 
 /// Threads per block of every reduction launch (and the size of its shared buffer).
@@ -92,7 +92,7 @@ pub fn reduction_entry(kind: ReductionKind, t: ScalarType) -> String {
 /// The CUDA source of the `kind` reduction over rows of `t` elements (see the module docs for the
 /// kernel's signature and launch shape). An error, naming the type, for `bool`, `float16` and
 /// `bfloat16`.
-pub fn reduction(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, String> {
+pub fn reduction(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, CodegenError> {
     source(kind, t, Split::Rows)
 }
 
@@ -115,7 +115,7 @@ pub fn chunked_entry(kind: ReductionKind, t: ScalarType) -> String {
 /// `out[b]`: `out` is the `[rows, chunks]` array of partial results, which [`reduction`]'s row
 /// kernel then reduces. `chunk` must be at least 1, and Max/Min need `len >= 1` (every chunk is
 /// then non-empty). Launch with [`REDUCTION_BLOCK`] threads per block.
-pub fn reduction_chunks(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, String> {
+pub fn reduction_chunks(kind: ReductionKind, t: ScalarType) -> Result<KernelSource, CodegenError> {
     source(kind, t, Split::Chunks)
 }
 
@@ -128,21 +128,25 @@ enum Split {
     Chunks,
 }
 
-fn source(kind: ReductionKind, t: ScalarType, split: Split) -> Result<KernelSource, String> {
+fn source(kind: ReductionKind, t: ScalarType, split: Split) -> Result<KernelSource, CodegenError> {
     // The unsigned type integer sums are computed in, so that overflow wraps.
     let wrap = match t {
         ScalarType::Int32 => Some("unsigned int"),
         ScalarType::Int64 => Some("unsigned long long"),
         ScalarType::Float32 | ScalarType::Float64 => None,
         ScalarType::Bool => {
-            return Err(format!(
-                "reduction {kind}: {t} is not reducible (convert it to int32 or int64 first)"
-            ))
+            return Err(CodegenError::UnsupportedType {
+                what: format!("reduction {kind}"),
+                ty: t,
+                hint: "convert it to int32 or int64 first",
+            })
         }
         ScalarType::Float16 | ScalarType::BFloat16 => {
-            return Err(format!(
-                "reduction {kind}: {t} is not supported (convert it to float32 first)"
-            ))
+            return Err(CodegenError::UnsupportedType {
+                what: format!("reduction {kind}"),
+                ty: t,
+                hint: "convert it to float32 first",
+            })
         }
     };
     let entry = match split {
@@ -339,12 +343,16 @@ mod tests {
     #[test]
     fn unsupported_types_are_errors_naming_the_type() {
         for kind in ReductionKind::ALL {
-            let e = reduction(kind, ScalarType::Float16).unwrap_err();
+            let e = reduction(kind, ScalarType::Float16)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("float16") && e.contains("float32"), "{e}");
-            let e = reduction(kind, ScalarType::BFloat16).unwrap_err();
+            let e = reduction(kind, ScalarType::BFloat16)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("bfloat16"), "{e}");
-            let e = reduction(kind, ScalarType::Bool).unwrap_err();
-            assert!(e.contains("bool") && e.contains("not reducible"), "{e}");
+            let e = reduction(kind, ScalarType::Bool).unwrap_err().to_string();
+            assert!(e.contains("bool") && e.contains("int32 or int64"), "{e}");
         }
     }
 }

@@ -10,6 +10,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     // ----- arrays -----
+    /// An argument outside what the operation accepts (a ratio outside [0, 1), a label outside
+    /// the classes, a hyperparameter out of range, an emulated device count).
+    #[error("{op}: {msg}")]
+    InvalidArgument {
+        /// The operation.
+        op: String,
+        /// What is wrong with the argument, and what is accepted.
+        msg: String,
+    },
     /// Two shapes that NumPy's broadcasting rules cannot combine.
     #[error("{op}: shapes {lhs:?} and {rhs:?} cannot be broadcast together")]
     Broadcast {
@@ -158,6 +167,25 @@ pub enum Error {
         /// What is wrong, and where.
         message: String,
     },
+    /// CUDA source that could not be generated (a bad kernel name or body, an unbound
+    /// placeholder, an unsupported element type).
+    #[error("{source}")]
+    Codegen {
+        /// The kernel's name.
+        kernel: String,
+        /// What went wrong.
+        #[source]
+        source: Box<kusari_kernels::codegen::CodegenError>,
+    },
+    /// A kernel's arguments that do not fit its signature: a dtype that differs from the declared
+    /// type or from the placeholder's binding, or a wrong number of scalar parameters.
+    #[error("kernel {kernel}: {msg}")]
+    KernelArguments {
+        /// The kernel's name.
+        kernel: String,
+        /// What does not fit, naming the argument.
+        msg: String,
+    },
     /// A kernel that NVRTC could not compile: the message holds NVRTC's log (lines of the
     /// kernel's body numbered as in the body) and the numbered generated source.
     #[error("kernel {kernel}: {message}")]
@@ -207,6 +235,42 @@ pub enum Error {
         method: &'static str,
         /// The inputs' device.
         device: Device,
+    },
+    /// `backward` asked for an input or output the function does not have.
+    #[error(
+        "{function}: backward asks for {what} {index}, but the function has {count} {what}(s)"
+    )]
+    IndexOutOfRange {
+        /// The function's label.
+        function: String,
+        /// `"input"` or `"output"`.
+        what: &'static str,
+        /// The index asked for.
+        index: usize,
+        /// How many there are.
+        count: usize,
+    },
+    /// `backward` read an input or output that `forward` did not retain.
+    #[error("{function}: backward reads {what} {index}, which forward did not retain (call ctx.retain_{what}s in forward)")]
+    NotRetained {
+        /// The function's label.
+        function: String,
+        /// `"input"` or `"output"`.
+        what: &'static str,
+        /// The index read.
+        index: usize,
+    },
+    /// `forward` asked to retain an input or output the function does not have.
+    #[error("{function}: retain_{what}s index {index} is out of range for {count} {what}(s)")]
+    RetainOutOfRange {
+        /// The function's label.
+        function: String,
+        /// `"input"` or `"output"`.
+        what: &'static str,
+        /// The index given.
+        index: usize,
+        /// How many there are.
+        count: usize,
     },
     /// A backward returned the wrong number of gradients.
     #[error(
@@ -304,6 +368,59 @@ pub enum Error {
         /// The output gradients' dtypes and shapes.
         grad_outputs: String,
         /// What went wrong.
+        source: Box<Error>,
+    },
+    /// A parameter used before it has values.
+    #[error("{op}: the {dtype} parameter is not initialised yet: call initialize(shape) or run the link's forward once")]
+    ParameterUninitialized {
+        /// The operation.
+        op: &'static str,
+        /// The parameter's dtype.
+        dtype: DType,
+    },
+    /// New values or a gradient that do not match what they replace or belong to.
+    #[error("{op}: {subject} has {what} {actual}, expected {expected}")]
+    Mismatch {
+        /// The operation.
+        op: String,
+        /// What was given (e.g. `the gradient of l1.W`).
+        subject: String,
+        /// `shape`, `dtype` or `device`.
+        what: &'static str,
+        /// What was given, formatted.
+        actual: String,
+        /// What it must be, formatted.
+        expected: String,
+    },
+    /// An optimizer that cannot update: parameters under one path, state made for another
+    /// parameter.
+    #[error("{op}: {msg}")]
+    Optimizer {
+        /// The operation.
+        op: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// An [`OpTest`](crate::testing::OpTest) that cannot run or whose check failed.
+    #[error("OpTest {name}: {msg}")]
+    OpTest {
+        /// The op's name in the test.
+        name: String,
+        /// What failed.
+        msg: String,
+    },
+    /// A failure of one case of an [`OpTest`](crate::testing::OpTest): where, then why.
+    #[error("{name} on {device}, {dtype}, {layout} inputs: {source}")]
+    OpTestCase {
+        /// The op's name in the test.
+        name: String,
+        /// The device of the case.
+        device: Device,
+        /// The dtype of the case.
+        dtype: DType,
+        /// The inputs' layout (contiguous, transposed, ...).
+        layout: String,
+        /// The failure.
         source: Box<Error>,
     },
     /// An error raised by user code, with its context.
@@ -445,7 +562,9 @@ impl Error {
     /// The innermost error, beneath the forward/backward context that wraps it.
     pub fn root_cause(&self) -> &Error {
         match self {
-            Error::Forward { source, .. } | Error::Backward { source, .. } => source.root_cause(),
+            Error::Forward { source, .. }
+            | Error::Backward { source, .. }
+            | Error::OpTestCase { source, .. } => source.root_cause(),
             e => e,
         }
     }

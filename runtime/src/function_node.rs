@@ -269,7 +269,7 @@ impl BackwardContext<'_> {
             .node
             .inputs
             .get(i)
-            .ok_or_else(|| self.not_retained("input", i))?;
+            .ok_or_else(|| self.out_of_range("input", i, self.n_inputs()))?;
         let array = slot
             .retained
             .clone()
@@ -283,7 +283,7 @@ impl BackwardContext<'_> {
             .node
             .outputs
             .get(i)
-            .ok_or_else(|| self.not_retained("output", i))?;
+            .ok_or_else(|| self.out_of_range("output", i, self.n_outputs()))?;
         let array = slot
             .retained
             .clone()
@@ -333,11 +333,13 @@ impl BackwardContext<'_> {
             .ok_or_else(|| self.out_of_range("output", i, self.n_outputs()))
     }
 
-    fn out_of_range(&self, what: &str, i: usize, n: usize) -> Error {
-        Error::Msg(format!(
-            "{}: backward asks for {what} {i}, but the function has {n} {what}(s)",
-            self.label()
-        ))
+    fn out_of_range(&self, what: &'static str, i: usize, n: usize) -> Error {
+        Error::IndexOutOfRange {
+            function: self.label().into_owned(),
+            what,
+            index: i,
+            count: n,
+        }
     }
 
     /// Shape of input `i` (known whether or not it was retained).
@@ -370,11 +372,12 @@ impl BackwardContext<'_> {
         )?))
     }
 
-    fn not_retained(&self, what: &str, i: usize) -> Error {
-        Error::Msg(format!(
-            "{}: backward reads {what} {i}, which forward did not retain (call ctx.retain_{what}s in forward)",
-            self.label()
-        ))
+    fn not_retained(&self, what: &'static str, i: usize) -> Error {
+        Error::NotRetained {
+            function: self.label().into_owned(),
+            what,
+            index: i,
+        }
     }
 }
 
@@ -491,11 +494,11 @@ fn check_outputs<F: FunctionNode>(
             actual: 0,
         });
     }
-    let bad_index = |what: &str, i: usize, n: usize| {
-        Error::Msg(format!(
-            "{}: retain_{what}s index {i} is out of range for {n} {what}(s)",
-            function.label()
-        ))
+    let bad_index = |what: &'static str, i: usize, n: usize| Error::RetainOutOfRange {
+        function: function.label().into_owned(),
+        what,
+        index: i,
+        count: n,
     };
     if let Some(&i) = ctx
         .retain_inputs

@@ -144,20 +144,25 @@ impl ElementwiseKernel {
             let dtype = array.dtype();
             match param.ty {
                 ParamType::Concrete(t) if DType::from(t) != dtype => {
-                    return Err(Error::Msg(format!(
-                        "kernel {}: argument `{}` is {dtype} {:?}, but the signature declares {t}",
-                        self.name,
-                        param.name,
-                        array.shape()
-                    )));
+                    return Err(Error::KernelArguments {
+                        kernel: self.name.to_string(),
+                        msg: format!(
+                            "argument `{}` is {dtype} {:?}, but the signature declares {t}",
+                            param.name,
+                            array.shape()
+                        ),
+                    });
                 }
                 ParamType::Concrete(_) => {}
                 ParamType::Placeholder(c) => match bound.iter().find(|(p, ..)| *p == c) {
                     Some((_, first, first_name)) if *first != dtype => {
-                        return Err(Error::Msg(format!(
-                            "kernel {}: argument `{}` is {dtype}, but placeholder `{c}` was bound to {first} by `{first_name}`",
-                            self.name, param.name
-                        )));
+                        return Err(Error::KernelArguments {
+                            kernel: self.name.to_string(),
+                            msg: format!(
+                                "argument `{}` is {dtype}, but placeholder `{c}` was bound to {first} by `{first_name}`",
+                                param.name
+                            ),
+                        });
                     }
                     Some(_) => {}
                     None => bound.push((c, dtype, &param.name)),
@@ -186,7 +191,10 @@ impl ElementwiseKernel {
             plan.indexing,
             plan.width,
         )
-        .map_err(Error::Msg)
+        .map_err(|source| Error::Codegen {
+            kernel: self.name.to_string(),
+            source: Box::new(source),
+        })
     }
 
     /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
@@ -231,11 +239,13 @@ impl ElementwiseKernel {
     ) -> Result<()> {
         let expected = sig.params.len();
         if params.len() != expected {
-            return Err(Error::Msg(format!(
-                "kernel {}: {} scalar parameter(s) given, the signature declares {expected}",
-                self.name,
-                params.len()
-            )));
+            return Err(Error::KernelArguments {
+                kernel: self.name.to_string(),
+                msg: format!(
+                    "{} scalar parameter(s) given, the signature declares {expected}",
+                    params.len()
+                ),
+            });
         }
         Ok(())
     }

@@ -93,9 +93,13 @@ pub struct OpTest {
 
 /// Where a check failed: the op, the device, the dtype and the layout, then the error.
 fn context(name: &str, device: Device, dtype: DType, layout: InputLayout, e: Error) -> Error {
-    Error::Msg(format!(
-        "{name} on {device}, {dtype}, {layout:?} inputs: {e}"
-    ))
+    Error::OpTestCase {
+        name: name.to_string(),
+        device,
+        dtype,
+        layout: format!("{layout:?}"),
+        source: Box::new(e),
+    }
 }
 
 impl OpTest {
@@ -186,9 +190,10 @@ impl OpTest {
     }
 
     fn f(&self) -> Result<&Forward> {
-        self.forward
-            .as_ref()
-            .ok_or_else(|| Error::Msg(format!("OpTest {}: no forward was given", self.name)))
+        self.forward.as_ref().ok_or_else(|| Error::OpTest {
+            name: self.name.clone(),
+            msg: "no forward was given".to_string(),
+        })
     }
 
     /// Inputs for `dtype`, drawn until `avoid` accepts them.
@@ -201,11 +206,13 @@ impl OpTest {
                 _ => return Ok(inputs),
             }
         }
-        Err(Error::Msg(format!(
-            "OpTest {}: {MAX_RESAMPLES} draws of the inputs all fell near a point `avoid` rejects; \
-             change the generator",
-            self.name
-        )))
+        Err(Error::OpTest {
+            name: self.name.clone(),
+            msg: format!(
+                "{MAX_RESAMPLES} draws of the inputs all fell near a point `avoid` rejects; \
+                 change the generator"
+            ),
+        })
     }
 
     fn tol(table: &[(f64, f64); 2], dtype: DType) -> (f64, f64) {
@@ -241,11 +248,9 @@ impl OpTest {
     /// Forward against the expected outputs, and the inputs unchanged by it.
     pub fn check_forward(&self) -> Result<()> {
         let f = self.f()?;
-        let expected = self.expected.as_ref().ok_or_else(|| {
-            Error::Msg(format!(
-                "OpTest {}: no expected forward was given",
-                self.name
-            ))
+        let expected = self.expected.as_ref().ok_or_else(|| Error::OpTest {
+            name: self.name.clone(),
+            msg: "no expected forward was given".to_string(),
         })?;
         self.each(|inputs, dtype| {
             let before = as_f64(inputs)?;
@@ -253,19 +258,29 @@ impl OpTest {
             let outputs = f(&vars)?;
             let want = expected(&before);
             if outputs.len() != want.len() {
-                return Err(Error::Msg(format!(
-                    "forward returned {} output(s), the expected forward {}",
-                    outputs.len(),
-                    want.len()
-                )));
+                return Err(Error::OpTest {
+                    name: self.name.clone(),
+                    msg: format!(
+                        "forward returned {} output(s), the expected forward {}",
+                        outputs.len(),
+                        want.len()
+                    ),
+                });
             }
             let (atol, rtol) = Self::tol(&self.forward_tol, dtype);
             for (i, (y, w)) in outputs.iter().zip(want).enumerate() {
-                assert_allclose(y.array(), &Array::from_ndarray(w), atol, rtol)
-                    .map_err(|e| Error::Msg(format!("output {i}: {e}")))?;
+                assert_allclose(y.array(), &Array::from_ndarray(w), atol, rtol).map_err(|e| {
+                    Error::OpTest {
+                        name: self.name.clone(),
+                        msg: format!("output {i}: {e}"),
+                    }
+                })?;
             }
             if as_f64(inputs)? != before {
-                return Err(Error::Msg("forward changed its inputs".to_string()));
+                return Err(Error::OpTest {
+                    name: self.name.clone(),
+                    msg: "forward changed its inputs".to_string(),
+                });
             }
             Ok(())
         })

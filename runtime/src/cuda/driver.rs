@@ -86,20 +86,27 @@ pub(crate) fn driver() -> &'static Driver {
 /// ```
 pub fn emulate(devices: usize) -> Result<()> {
     if devices == 0 || devices > MAX_EMULATED_DEVICES {
-        return Err(Error::Msg(format!(
-            "cuda::emulate({devices}): the emulated device count must be 1 to {MAX_EMULATED_DEVICES}"
-        )));
+        return Err(Error::InvalidArgument {
+            op: format!("cuda::emulate({devices})"),
+            msg: format!("the emulated device count must be 1 to {MAX_EMULATED_DEVICES}"),
+        });
     }
     let chosen = CHOSEN.get_or_init(|| Driver::Emulated(devices));
     match chosen {
         Driver::Emulated(n) if *n == devices => Ok(()),
-        Driver::Emulated(n) => Err(Error::Msg(format!(
-            "cuda::emulate({devices}): this process already runs on {n} emulated device(s)"
-        ))),
-        Driver::Real => Err(Error::Msg(format!(
-            "cuda::emulate({devices}): this process already uses the CUDA driver (call emulate before any other CUDA call)"
-        ))),
-        Driver::Misconfigured(why) => Err(Error::Msg(format!("cuda::emulate({devices}): {why}"))),
+        Driver::Emulated(n) => Err(Error::InvalidArgument {
+            op: format!("cuda::emulate({devices})"),
+            msg: format!("this process already runs on {n} emulated device(s)"),
+        }),
+        Driver::Real => Err(Error::InvalidArgument {
+            op: format!("cuda::emulate({devices})"),
+            msg: "this process already uses the CUDA driver (call emulate before any other CUDA call)"
+                .to_string(),
+        }),
+        Driver::Misconfigured(why) => Err(Error::InvalidArgument {
+            op: format!("cuda::emulate({devices})"),
+            msg: why.clone(),
+        }),
     }
 }
 

@@ -290,14 +290,21 @@ fn scalar_bytes(t: ScalarType, v: f64) -> (u64, usize) {
     }
 }
 
-fn param_type(p: &kusari_kernels::Param, types: &[(char, DType)]) -> Result<ScalarType> {
+fn param_type(
+    kernel: &str,
+    p: &kusari_kernels::Param,
+    types: &[(char, DType)],
+) -> Result<ScalarType> {
     match p.ty {
         ParamType::Concrete(t) => Ok(t),
         ParamType::Placeholder(c) => types
             .iter()
             .find(|(q, _)| *q == c)
             .map(|(_, d)| ScalarType::from(*d))
-            .ok_or_else(|| Error::Msg(format!("type placeholder `{c}` is not bound"))),
+            .ok_or_else(|| Error::KernelArguments {
+                kernel: kernel.to_string(),
+                msg: format!("type placeholder `{c}` is not bound"),
+            }),
     }
 }
 
@@ -378,7 +385,7 @@ pub(crate) fn launch_on(
     let dev = device(ordinal, &label())?;
     let mut outputs = Vec::with_capacity(sig.outputs.len());
     for p in &sig.outputs {
-        let dtype = DType::from(param_type(p, &types)?);
+        let dtype = DType::from(param_type(kernel.name, p, &types)?);
         let storage = CudaStorage::alloc(&dev, n, dtype)?;
         outputs.push(Array::from_storage(
             Storage::Cuda(storage),
@@ -417,7 +424,10 @@ pub(crate) fn launch_on(
                 indexing,
                 width,
             )
-            .map_err(Error::Msg)?;
+            .map_err(|source| Error::Codegen {
+                kernel: kernel.name.to_string(),
+                source: Box::new(source),
+            })?;
             let l = launch_source(&dev, kernel.name, &src)?;
             parsed
                 .variants
@@ -437,7 +447,7 @@ pub(crate) fn launch_on(
         values.pointer(CudaStorage::of(o).ptr_at(0));
     }
     for (p, &v) in sig.params.iter().zip(params) {
-        let (bits, width) = scalar_bytes(param_type(p, &key.types)?, v);
+        let (bits, width) = scalar_bytes(param_type(kernel.name, p, &key.types)?, v);
         values.value(bits, width);
     }
     // `n` is `unsigned int` (I32) or `long long` (I64).

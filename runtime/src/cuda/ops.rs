@@ -228,7 +228,10 @@ fn reduction_function(
     } else {
         reduction(kind, t)
     }
-    .map_err(Error::Msg)?;
+    .map_err(|source| Error::Codegen {
+        kernel: "reduce".to_string(),
+        source: Box::new(source),
+    })?;
     let l = launch_source(dev, "reduce", &src)?;
     table
         .write()

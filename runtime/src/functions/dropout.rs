@@ -30,9 +30,10 @@ impl Dropout {
 /// thread's default generator ([`crate::random::seed`]).
 pub fn dropout(x: &Variable, ratio: f64) -> Result<Variable> {
     if !(0.0..1.0).contains(&ratio) {
-        return Err(Error::Msg(format!(
-            "dropout: ratio must be in [0, 1), got {ratio}"
-        )));
+        return Err(Error::InvalidArgument {
+            op: "dropout".to_string(),
+            msg: format!("ratio must be in [0, 1), got {ratio}"),
+        });
     }
     if !config::train() {
         return Ok(x.clone());

@@ -147,9 +147,12 @@ fn check_labels(op: &'static str, x: &Variable, t: &Array) -> Result<Vec<i64>> {
         .enumerate()
         .find(|(_, &l)| l < -1 || l >= classes)
     {
-        return Err(Error::Msg(format!(
-            "{op}: label {bad} at index {i} is outside 0..{classes} (use -1 to ignore a sample)"
-        )));
+        return Err(Error::InvalidArgument {
+            op: op.to_string(),
+            msg: format!(
+                "label {bad} at index {i} is outside 0..{classes} (use -1 to ignore a sample)"
+            ),
+        });
     }
     Ok(labels)
 }

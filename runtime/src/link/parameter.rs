@@ -157,12 +157,13 @@ impl Parameter {
     /// The parameter as a variable in the graph (gradients flow to it), or an error when it is
     /// not initialised yet.
     pub fn variable(&self) -> Result<Variable> {
-        self.lock().var.clone().ok_or_else(|| {
-            Error::Msg(format!(
-                "the {} parameter is not initialised yet: call initialize(shape) or run the link's forward once",
-                self.dtype
-            ))
-        })
+        self.lock()
+            .var
+            .clone()
+            .ok_or(Error::ParameterUninitialized {
+                op: "Parameter::variable",
+                dtype: self.dtype,
+            })
     }
 
     /// The values.
@@ -179,16 +180,21 @@ impl Parameter {
     /// gradient is kept.
     pub fn set_array(&self, array: Array) -> Result<()> {
         let mut s = self.lock();
-        let v = s.var.as_ref().ok_or_else(|| {
-            Error::Msg("set_array on a parameter that is not initialised yet".to_string())
+        let v = s.var.as_ref().ok_or(Error::ParameterUninitialized {
+            op: "Parameter::set_array",
+            dtype: self.dtype,
         })?;
         if let Some((what, expected, actual)) = first_difference(
             (v.shape(), v.dtype(), v.device()),
             (array.shape(), array.dtype(), array.device()),
         ) {
-            return Err(Error::Msg(format!(
-                "Parameter::set_array: new values have {what} {actual}, the parameter has {expected}"
-            )));
+            return Err(Error::Mismatch {
+                op: "Parameter::set_array".to_string(),
+                subject: "the new array".to_string(),
+                what,
+                actual,
+                expected,
+            });
         }
         let updated = Variable::from_node(v.node.clone(), array);
         s.var = Some(updated);

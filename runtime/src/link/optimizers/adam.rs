@@ -199,19 +199,25 @@ impl UpdateRule for AdamRule {
     fn check(&self, path: &str, value: &Array) -> Result<()> {
         for (name, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
             if !(0.0..1.0).contains(&beta) {
-                return Err(Error::Msg(format!(
-                    "Adam: {name} must be in [0, 1), not {beta} (the bias correction divides by 1 - {name}^t)"
-                )));
+                return Err(Error::InvalidArgument {
+                    op: "Adam".to_string(),
+                    msg: format!(
+                        "{name} must be in [0, 1), not {beta} (the bias correction divides by 1 - {name}^t)"
+                    ),
+                });
             }
         }
         // Checks that eps does not underflow in the parameter's dtype (Chainer's _check_eps).
         let eps_in_dtype = Array::full(&[], self.eps, value.dtype())?.to_f64_vec()?;
         if self.eps != 0.0 && eps_in_dtype.first() == Some(&0.0) {
-            return Err(Error::Msg(format!(
-                "Adam: eps {} is too small for parameter {path} of dtype {} (it rounds to 0); use a larger eps or a wider dtype",
-                self.eps,
-                value.dtype()
-            )));
+            return Err(Error::InvalidArgument {
+                op: "Adam".to_string(),
+                msg: format!(
+                    "eps {} is too small for parameter {path} of dtype {} (it rounds to 0); use a larger eps or a wider dtype",
+                    self.eps,
+                    value.dtype()
+                ),
+            });
         }
         Ok(())
     }

@@ -101,9 +101,12 @@ fn gather(link: &dyn Link) -> Result<(Vec<&Parameter>, Vec<ParamGrad>)> {
     let mut grads = Vec::new();
     for (path, param) in link.named_params() {
         if !seen.insert(path.clone()) {
-            return Err(Error::Msg(format!(
-                "optimizer: two parameters are named {path}; the optimizer keeps its state by path, so paths must be unique"
-            )));
+            return Err(Error::Optimizer {
+                op: "optimizer".to_string(),
+                msg: format!(
+                    "two parameters are named {path}; the optimizer keeps its state by path, so paths must be unique"
+                ),
+            });
         }
         // An uninitialised parameter has no gradient either.
         let Some(grad) = param.grad() else { continue };
@@ -129,12 +132,15 @@ fn check_state(optimizer: &str, entry: &ParamGrad, state: Vec<&mut Array>) -> Re
             });
         }
         if s.dtype() != entry.value.dtype() {
-            return Err(Error::Msg(format!(
-                "Optimizer::update: parameter {} is {}, but its {optimizer} state is {} (another parameter under the same path?)",
-                entry.path,
-                entry.value.dtype(),
-                s.dtype()
-            )));
+            return Err(Error::Optimizer {
+                op: "Optimizer::update".to_string(),
+                msg: format!(
+                    "parameter {} is {}, but its {optimizer} state is {} (another parameter under the same path?)",
+                    entry.path,
+                    entry.value.dtype(),
+                    s.dtype()
+                ),
+            });
         }
     }
     Ok(())
@@ -148,10 +154,13 @@ fn check_hooked(hook: &str, grads: &[ParamGrad]) -> Result<()> {
             (v.shape(), v.dtype(), v.device()),
             (g.shape(), g.dtype(), g.device()),
         ) {
-            return Err(Error::Msg(format!(
-                "optimizer hook {hook}: the gradient of {} now has {what} {actual}, but the parameter has {expected}",
-                entry.path
-            )));
+            return Err(Error::Mismatch {
+                op: format!("optimizer hook {hook}"),
+                subject: format!("the gradient of parameter {} now", entry.path),
+                what,
+                actual,
+                expected,
+            });
         }
     }
     Ok(())

@@ -149,10 +149,13 @@ impl Hook for GradientClipping {
 
     fn apply(&mut self, params: &mut [ParamGrad]) -> Result<()> {
         if self.threshold.is_nan() || self.threshold < 0.0 {
-            return Err(Error::Msg(format!(
-                "GradientClipping: the threshold must be a non-negative number, not {}",
-                self.threshold
-            )));
+            return Err(Error::InvalidArgument {
+                op: "GradientClipping".to_string(),
+                msg: format!(
+                    "the threshold must be a non-negative number, not {}",
+                    self.threshold
+                ),
+            });
         }
         let mut sqnorm = 0.0;
         for p in params.iter() {
