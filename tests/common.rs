@@ -46,26 +46,46 @@ pub fn numerical_grad(
     Ok(grads)
 }
 
-/// Asserts `|actual - expected| <= atol + rtol * |expected|` elementwise (any dtypes), with the
-/// worst element in the message.
+/// The one closeness rule of the tests: `|actual - expected| <= atol + rtol * |expected|`
+/// elementwise (any dtypes, any devices), NaN only where NaN is expected, infinities equal.
+/// `Err` names the first failing element and shows both arrays.
+pub fn check_close(actual: &Array, expected: &Array, atol: f64, rtol: f64) -> Result<(), String> {
+    if actual.shape() != expected.shape() {
+        return Err(format!(
+            "shapes differ: {:?} vs expected {:?}",
+            actual.shape(),
+            expected.shape()
+        ));
+    }
+    let a = actual
+        .to_f64_vec()
+        .map_err(|e| format!("reading actual: {e}"))?;
+    let e = expected
+        .to_f64_vec()
+        .map_err(|e| format!("reading expected: {e}"))?;
+    for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
+        let ok = if y.is_nan() {
+            x.is_nan()
+        } else if y.is_infinite() || x.is_infinite() {
+            x == y
+        } else {
+            (x - y).abs() <= atol + rtol * y.abs()
+        };
+        if !ok {
+            return Err(format!(
+                "element {i} is {x}, expected {y} (atol {atol}, rtol {rtol})\nactual:   {a:?}\nexpected: {e:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Panics unless [`check_close`] accepts `actual`.
 #[track_caller]
 pub fn assert_close(actual: &Array, expected: &Array, atol: f64, rtol: f64) {
-    assert_eq!(actual.shape(), expected.shape(), "shapes differ");
-    let a = actual.to_f64_vec().expect("readable");
-    let e = expected.to_f64_vec().expect("readable");
-    let worst = a
-        .iter()
-        .zip(&e)
-        .enumerate()
-        .map(|(i, (x, y))| (i, (x - y).abs() - (atol + rtol * y.abs())))
-        .fold((0, f64::NEG_INFINITY), |m, c| if c.1 > m.1 { c } else { m });
-    assert!(
-        worst.1 <= 0.0 || a.is_empty(),
-        "arrays differ at flat index {}: actual {} vs expected {} (atol {atol}, rtol {rtol})\nactual:   {a:?}\nexpected: {e:?}",
-        worst.0,
-        a[worst.0],
-        e[worst.0]
-    );
+    if let Err(msg) = check_close(actual, expected, atol, rtol) {
+        panic!("{msg}");
+    }
 }
 
 /// An f64 array from values and a shape.

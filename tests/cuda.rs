@@ -15,6 +15,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use kusari::cuda::{self, KernelStats};
 use kusari::prelude::*;
 use kusari::{config, default_device, random, using_device, ElementwiseKernel};
+use kusari_tests::check_close;
 
 #[allow(dead_code, unused_imports)]
 #[path = "../examples/04_muladd_kernel.rs"]
@@ -65,31 +66,13 @@ fn tol(dtype: DType, math: Math) -> (f64, f64) {
     }
 }
 
-/// Asserts that `actual` (on the GPU) equals `expected` (on the host) in shape and dtype, and
-/// elementwise within `atol + rtol * |expected|`; NaN must meet NaN and infinities must be equal.
+/// Asserts that `actual` (on the GPU) equals `expected` (on the host) in dtype and by the tests'
+/// closeness rule ([`check_close`]).
 #[track_caller]
 fn close(actual: &Array, expected: &Array, (atol, rtol): (f64, f64), what: &str) {
-    assert_eq!(actual.shape(), expected.shape(), "{what}: shapes differ");
     assert_eq!(actual.dtype(), expected.dtype(), "{what}: dtypes differ");
-    let a = actual
-        .to_f64_vec()
-        .unwrap_or_else(|e| panic!("{what}: reading the GPU result: {e}"));
-    let e = expected
-        .to_f64_vec()
-        .unwrap_or_else(|e| panic!("{what}: reading the host result: {e}"));
-    for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
-        let ok = if y.is_nan() {
-            x.is_nan()
-        } else if y.is_infinite() || x.is_infinite() {
-            x == y
-        } else {
-            (x - y).abs() <= atol + rtol * y.abs()
-        };
-        assert!(
-            ok,
-            "{what}: element {i} is {x} on the GPU but {y} on the host (atol {atol}, rtol {rtol})\n\
-             GPU:  {a:?}\nhost: {e:?}"
-        );
+    if let Err(msg) = check_close(actual, expected, atol, rtol) {
+        panic!("{what} (GPU vs host): {msg}");
     }
 }
 

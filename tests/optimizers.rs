@@ -90,15 +90,12 @@ fn tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// `actual` close to `expected` within `tol * (1 + |expected|)`, by the tests' closeness rule.
 #[track_caller]
 fn assert_close(actual: &[f64], expected: &[f64], tol: f64) {
     assert_eq!(actual.len(), expected.len(), "lengths differ");
-    for (i, (x, y)) in actual.iter().zip(expected).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + y.abs()),
-            "element {i}: {x} vs expected {y} (tolerance {tol})\nactual:   {actual:?}\nexpected: {expected:?}"
-        );
-    }
+    let array = |v: &[f64]| Array::from_vec(v.to_vec(), &[v.len()]).expect("a 1-D array");
+    kusari_tests::assert_close(&array(actual), &array(expected), tol, tol);
 }
 
 // ----- the rules in plain f64 -----
