@@ -1,4 +1,5 @@
-//! Helpers shared by kusari's integration tests: finite differences and closeness checks.
+//! Helpers shared by kusari's integration tests: finite differences, closeness checks, and
+//! re-running one test in a child process.
 //!
 //! The numerical gradient here is deliberately independent of the graph machinery: it only
 //! calls a forward closure on perturbed f64 copies of the inputs.
@@ -116,4 +117,34 @@ pub fn broadcast_pos(idx: &[usize], shape: &[usize]) -> usize {
     shape.iter().enumerate().fold(0, |pos, (a, &d)| {
         pos * d + if d == 1 { 0 } else { idx[lead + a] }
     })
+}
+
+/// Runs test `name` of the current test binary again in a child process (ignored or not) and
+/// returns its exit status and its stdout and stderr together. The child starts through `sh`
+/// with core dumps off (an expected crash leaves no core file) after `shell_prefix`, e.g.
+/// `ulimit -v 1048576;`; `configure` sets its environment or directory.
+pub fn run_test_in_child(
+    name: &str,
+    shell_prefix: &str,
+    configure: impl FnOnce(&mut std::process::Command),
+) -> (std::process::ExitStatus, String) {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -c 0; {shell_prefix} exec \"$0\" \"$@\""))
+        .arg(std::env::current_exe().expect("the test binary's path"))
+        .args([
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+    configure(&mut cmd);
+    let out = cmd.output().expect("spawn the child test");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status, text)
 }

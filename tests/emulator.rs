@@ -5,8 +5,6 @@
 //! process (tested in a child process), an output the kernel forgets to write shows up (NaN,
 //! -1, or an error for bool), and memory of one device is not memory of another.
 
-use std::process::Command;
-
 use kusari::prelude::*;
 use kusari::{cuda, ElementwiseKernel};
 
@@ -24,20 +22,9 @@ fn emulated(test: &str) -> bool {
 /// Runs the test `name` of this binary again in a child process with `KUSARI_EMULATOR_CHILD`
 /// set, and returns its exit status and output.
 fn in_child(name: &str) -> (std::process::ExitStatus, String) {
-    // Through `sh` to turn core dumps off: the crash is expected, its core file is not wanted.
-    let out = Command::new("sh")
-        .args(["-c", "ulimit -c 0; exec \"$0\" \"$@\""])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env("KUSARI_EMULATOR_CHILD", "1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status, text)
+    kusari_tests::run_test_in_child(name, "", |c| {
+        c.env("KUSARI_EMULATOR_CHILD", "1");
+    })
 }
 
 fn is_child() -> bool {

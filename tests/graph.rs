@@ -1340,21 +1340,18 @@ fn kusari_debug_environment_variable_turns_debug_on() {
         return;
     }
     let run = |debug: Option<&str>| {
-        let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
-        cmd.args([
-            "--exact",
+        let (status, text) = kusari_tests::run_test_in_child(
             "kusari_debug_environment_variable_turns_debug_on",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(PROBE, "1")
-        .env_remove("KUSARI_DEBUG");
-        if let Some(v) = debug {
-            cmd.env("KUSARI_DEBUG", v);
-        }
-        let out = cmd.output().expect("child runs");
-        assert!(out.status.success(), "child failed: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            "",
+            |cmd| {
+                cmd.env(PROBE, "1").env_remove("KUSARI_DEBUG");
+                if let Some(v) = debug {
+                    cmd.env("KUSARI_DEBUG", v);
+                }
+            },
+        );
+        assert!(status.success(), "child failed ({status}): {text}");
+        text
     };
     assert!(run(Some("1")).contains("debug-default=true"));
     assert!(run(Some("true")).contains("debug-default=true"));

@@ -170,10 +170,17 @@ pub fn debug() -> bool {
 #[must_use = "the configuration is restored when the guard is dropped"]
 #[derive(Debug)]
 pub struct ConfigGuard {
-    /// The guard's entry in `SCOPES`, or `None` beyond `MAX_SCOPES` (then `before` is restored).
-    slot: Option<usize>,
-    before: u8,
+    restore: Restore,
     _thread_bound: PhantomData<*const ()>,
+}
+
+/// How a guard undoes its change.
+#[derive(Debug)]
+enum Restore {
+    /// Through its entry in `SCOPES`.
+    Slot(usize),
+    /// Beyond `MAX_SCOPES`: the configuration it saw (the classic scheme).
+    Before(u8),
 }
 
 fn apply_override(acc: u8, o: Override) -> u8 {
@@ -182,9 +189,12 @@ fn apply_override(acc: u8, o: Override) -> u8 {
 
 impl Drop for ConfigGuard {
     fn drop(&mut self) {
-        let Some(slot) = self.slot else {
-            CURRENT.with(|c| c.set(self.before));
-            return;
+        let slot = match self.restore {
+            Restore::Slot(slot) => slot,
+            Restore::Before(before) => {
+                CURRENT.with(|c| c.set(before));
+                return;
+            }
         };
         SCOPES.with(|scopes| {
             let depth = DEPTH.get();
@@ -230,15 +240,16 @@ fn scoped(mask: u8, bits: u8) -> ConfigGuard {
         live: true,
     };
     let depth = DEPTH.get();
-    let slot = (depth < MAX_SCOPES).then(|| {
+    let restore = if depth < MAX_SCOPES {
         SCOPES.with(|scopes| scopes[depth].set(o));
         DEPTH.set(depth + 1);
-        depth
-    });
+        Restore::Slot(depth)
+    } else {
+        Restore::Before(before)
+    };
     CURRENT.with(|c| c.set(apply_override(before, o)));
     ConfigGuard {
-        slot,
-        before,
+        restore,
         _thread_bound: PhantomData,
     }
 }

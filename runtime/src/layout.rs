@@ -38,6 +38,12 @@ pub(crate) fn c_strides(shape: &[usize]) -> IxDyn {
     strides
 }
 
+/// The product of `shape`'s axes, or `None` when it overflows (which a shape with a zero axis
+/// can do too, when the axes before the zero overflow).
+fn checked_product(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
 /// The element count of `shape`, checked: the count, the size in bytes of `dtype` elements and
 /// the largest C-order stride must all fit in `isize` (the bound of Rust allocations and of
 /// pointer offsets). A shape with a zero axis has no elements, whatever its other axes.
@@ -51,9 +57,7 @@ pub(crate) fn checked_size(op: &'static str, shape: &[usize], dtype: DType) -> R
     if shape.contains(&0) {
         return Ok(0);
     }
-    let size = shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    let size = checked_product(shape)
         .filter(|&n| n <= isize::MAX as usize)
         .ok_or_else(|| overflow("the element count"))?;
     size.checked_mul(dtype.size_in_bytes())
@@ -108,11 +112,7 @@ impl Layout {
     pub(crate) fn size(&self) -> usize {
         // Shapes are checked where they are made (`checked_size`), so the product can only
         // overflow when an axis is zero (`[8, 1 << 62, 0]`): the array is then empty.
-        self.dims
-            .slice()
-            .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-            .unwrap_or(0)
+        checked_product(self.shape()).unwrap_or(0)
     }
 
     pub(crate) fn offset(&self) -> usize {

@@ -12,21 +12,28 @@ fn threads() -> usize {
     (2 * cores).max(8)
 }
 
-#[test]
-fn concurrent_backward_into_one_leaf_loses_no_update() {
-    let rounds = 1000;
-    let n = threads();
-    let x = Variable::new(Array::from_vec(vec![1.0f64], &[1]).unwrap());
+/// Runs `body` on `n` threads released together by a barrier.
+fn on_threads_at_once(n: usize, body: impl Fn() + Sync) {
     let start = Barrier::new(n);
     std::thread::scope(|s| {
         for _ in 0..n {
             s.spawn(|| {
                 start.wait();
-                for _ in 0..rounds {
-                    // d(2x)/dx = 2 per pass.
-                    (&x * 2.0).unwrap().backward().unwrap();
-                }
+                body();
             });
+        }
+    });
+}
+
+#[test]
+fn concurrent_backward_into_one_leaf_loses_no_update() {
+    let rounds = 1000;
+    let n = threads();
+    let x = Variable::new(Array::from_vec(vec![1.0f64], &[1]).unwrap());
+    on_threads_at_once(n, || {
+        for _ in 0..rounds {
+            // d(2x)/dx = 2 per pass.
+            (&x * 2.0).unwrap().backward().unwrap();
         }
     });
     let g = x.grad_array().unwrap().to_vec::<f64>().unwrap();
@@ -44,15 +51,9 @@ fn concurrent_backward_over_one_shared_graph_loses_no_update() {
     let x = Variable::new(Array::from_vec(vec![1.0f64, 2.0], &[2]).unwrap());
     // One graph, shared: y = sum(x * x + 3x), dy/dx = 2x + 3 = [5, 7].
     let y = F::sum(&((&x * &x).unwrap() + (&x * 3.0).unwrap()).unwrap()).unwrap();
-    let start = Barrier::new(n);
-    std::thread::scope(|s| {
-        for _ in 0..n {
-            s.spawn(|| {
-                start.wait();
-                for _ in 0..rounds {
-                    y.backward().unwrap();
-                }
-            });
+    on_threads_at_once(n, || {
+        for _ in 0..rounds {
+            y.backward().unwrap();
         }
     });
     let passes = (n * rounds) as f64;

@@ -291,24 +291,20 @@ fn an_empty_cache_dir_variable_is_unset() {
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&cwd).unwrap();
     for value in ["", "  "] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "kernels::an_empty_cache_dir_variable_is_unset",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
-            .env("KUSARI_KERNEL_CACHE_DIR", value)
-            .env("HOME", &home)
-            .env_remove("XDG_CACHE_HOME")
-            .current_dir(&cwd)
-            .output()
-            .unwrap();
+        let (status, text) = kusari_tests::run_test_in_child(
+            "kernels::an_empty_cache_dir_variable_is_unset",
+            "",
+            |c| {
+                c.env(CHILD, "1")
+                    .env("KUSARI_KERNEL_CACHE_DIR", value)
+                    .env("HOME", &home)
+                    .env_remove("XDG_CACHE_HOME")
+                    .current_dir(&cwd);
+            },
+        );
         assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-            "KUSARI_KERNEL_CACHE_DIR={value:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            status.success() && text.contains("1 passed"),
+            "KUSARI_KERNEL_CACHE_DIR={value:?}: {text}"
         );
         let written: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
         assert!(

@@ -23,29 +23,10 @@ mod shapes;
 /// limit of `limit_kib` KiB when given, and fails if the child does not pass. A child that
 /// aborts or crashes fails here with its output.
 pub(crate) fn run_child(name: &str, limit_kib: Option<u64>) {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let limit = limit_kib.map_or(String::new(), |k| format!("ulimit -v {k}; "));
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -c 0; {limit}exec \"$0\" \"$@\""))
-        .arg(exe)
-        .args([
-            name,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .expect("spawn the child test");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let limit = limit_kib.map_or(String::new(), |k| format!("ulimit -v {k};"));
+    let (status, text) = kusari_tests::run_test_in_child(name, &limit, |_| {});
     assert!(
-        out.status.success() && text.contains("1 passed"),
-        "child {name} failed ({}):\n{text}",
-        out.status
+        status.success() && text.contains("1 passed"),
+        "child {name} failed ({status}):\n{text}"
     );
 }

@@ -345,15 +345,26 @@ pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Sha
     Ok(IxDyn(&shape))
 }
 
+/// The values of an integer or bool dtype as the f64 range `[min, end)` (both bounds exact:
+/// `end` is 2, 2^31 or 2^63), or `None` for float dtypes.
+fn integer_range(dtype: DType) -> Option<(f64, f64)> {
+    match dtype {
+        DType::Bool => Some((0.0, 2.0)),
+        DType::I32 => Some((f64::from(i32::MIN), 2f64.powi(31))),
+        DType::I64 => Some((-(2f64.powi(63)), 2f64.powi(63))),
+        _ => None,
+    }
+}
+
 impl Array {
     /// Refuses a scalar operand that this array's dtype cannot hold exactly: on an integer array
     /// `x * 0.5` would otherwise compute `x * 0`.
     pub(crate) fn check_scalar(&self, op: &'static str, s: f64) -> Result<()> {
-        let reason = match self.dtype() {
-            DType::I32 | DType::I64 if !s.is_finite() || s.fract() != 0.0 => "not an integer",
-            DType::I32 if s < f64::from(i32::MIN) || s > f64::from(i32::MAX) => "out of range",
-            // 2^63 is the first f64 above i64::MAX.
-            DType::I64 if s < -(2f64.powi(63)) || s >= 2f64.powi(63) => "out of range",
+        let reason = match (self.dtype(), integer_range(self.dtype())) {
+            // Bool arrays take no arithmetic scalars; floats hold every f64 well enough.
+            (DType::Bool, _) | (_, None) => return Ok(()),
+            _ if !s.is_finite() || s.fract() != 0.0 => "not an integer",
+            (_, Some((min, end))) if s < min || s >= end => "out of range",
             _ => return Ok(()),
         };
         Err(Error::ScalarNotRepresentable {
@@ -605,25 +616,21 @@ impl Array {
         if s.is_nan() {
             return all(false);
         }
-        let s = match self.dtype() {
-            dtype @ (DType::Bool | DType::I32 | DType::I64) => {
-                let (min, max) = match dtype {
-                    DType::Bool => (0.0, 1.0),
-                    DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
-                    _ => (-(2f64.powi(63)), 2f64.powi(63)),
-                };
+        let s = match integer_range(self.dtype()) {
+            Some((min, end)) => {
                 // For an integer x, x > s exactly when x > floor(s).
                 let t = s.floor();
                 if t < min {
                     return all(true);
                 }
-                if t >= max {
+                // No value of the dtype exceeds its largest one.
+                if t >= end - 1.0 {
                     return all(false);
                 }
                 t
             }
-            DType::F64 => s,
-            _ => {
+            None if self.dtype() == DType::F64 => s,
+            None => {
                 let rounded = with_float_dtype!(self.dtype(), T => <T as crate::Element>::from_f64(s).to_f64(), other => s);
                 if rounded != s {
                     return self.astype(DType::F64)?.gt_scalar(s);

@@ -78,9 +78,7 @@ fn alloc_large<T: Copy + Send + 'static>(
 ) -> Result<Vec<T>> {
     let oom = |bytes: usize| HostOom { op, bytes };
     let bytes = bytes.ok_or_else(|| oom(usize::MAX))?;
-    if bytes > host_memory_bytes() {
-        return Err(oom(bytes));
-    }
+    check_host_bytes(op, bytes)?;
     {
         let mut pool = lock(&POOL);
         if let Some(p) = pool.as_mut() {
