@@ -1,5 +1,6 @@
-//! Thread-local configuration (Chainer's `chainer.config`): training mode, backprop recording and
-//! debug checks, changed for a scope with RAII guards.
+//! Thread-local configuration (Chainer's `chainer.config`): training mode, backprop recording,
+//! debug checks and host fallback, changed for a scope with RAII guards; and, beside them, the
+//! thread's default device ([`default_device`], changed for a scope with [`using_device`]).
 //!
 //! Each thread starts from the global defaults ([`global`], [`set_global`]); the debug default
 //! is on when the environment variable `KUSARI_DEBUG` is `1` or `true`.
@@ -18,6 +19,9 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
+
+use crate::device::Device;
+use crate::error::Result;
 
 /// The configuration values in force on a thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,4 +296,56 @@ pub fn no_backprop_mode() -> ConfigGuard {
 /// The graph is recorded until the guard drops, even inside `no_backprop_mode`.
 pub fn force_backprop_mode() -> ConfigGuard {
     using_backprop(true)
+}
+
+thread_local! {
+    /// This thread's default device.
+    static DEFAULT_DEVICE: Cell<Device> = const { Cell::new(Device::Cpu) };
+}
+
+/// This thread's default device: where [`Array::from_vec`](crate::Array::from_vec) and
+/// [`Array::arange`](crate::Array::arange) place new arrays. The host unless changed with
+/// [`using_device`].
+pub fn default_device() -> Device {
+    DEFAULT_DEVICE.with(Cell::get)
+}
+
+/// Restores the previous default device of its thread when dropped.
+#[must_use = "the default device is restored when the guard is dropped"]
+#[derive(Debug)]
+pub struct DeviceGuard {
+    previous: Device,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+impl Drop for DeviceGuard {
+    fn drop(&mut self) {
+        DEFAULT_DEVICE.with(|d| d.set(self.previous));
+    }
+}
+
+/// Makes `device` this thread's default device until the guard drops (ChainerX's
+/// `using_device`). A CUDA device must exist: on a machine without it this is
+/// [`Error::CudaUnavailable`](crate::Error::CudaUnavailable), so device-agnostic code learns at
+/// the scope's start.
+///
+/// ```
+/// use kusari::{default_device, using_device, Array, Device};
+/// {
+///     let _cpu = using_device(Device::Cpu).unwrap();
+///     let x = Array::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+///     assert_eq!(x.device(), Device::Cpu);
+/// }
+/// if !kusari::cuda::is_available() {
+///     assert!(using_device(Device::Cuda(0)).is_err());
+/// }
+/// assert_eq!(default_device(), Device::Cpu);
+/// ```
+pub fn using_device(device: Device) -> Result<DeviceGuard> {
+    crate::cuda::check_device(device, &format!("using_device({device})"))?;
+    let previous = DEFAULT_DEVICE.with(|d| d.replace(device));
+    Ok(DeviceGuard {
+        previous,
+        _thread_bound: PhantomData,
+    })
 }

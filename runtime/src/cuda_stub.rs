@@ -68,7 +68,7 @@ pub fn properties(ordinal: usize) -> Result<(String, (u32, u32))> {
     Err(unavailable(&format!("properties(cuda:{ordinal})")))
 }
 
-pub use crate::fallback::host_fallback_count;
+pub use crate::device::host_fallback_count;
 
 pub use crate::device::DeviceProperties;
 

@@ -1,7 +1,9 @@
-//! Devices: where an array's memory lives.
+//! Devices: where an array's memory lives ([`Device`]), what a CUDA device reports
+//! ([`DeviceProperties`]), and how often a function ran on the host for CUDA inputs.
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -59,54 +61,17 @@ impl FromStr for Device {
     }
 }
 
-thread_local! {
-    static DEFAULT: std::cell::Cell<Device> = const { std::cell::Cell::new(Device::Cpu) };
+static HOST_FALLBACKS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many forwards have run on the host for CUDA inputs since the process started (public as
+/// [`cuda::host_fallback_count`](crate::cuda::host_fallback_count)).
+pub fn host_fallback_count() -> usize {
+    HOST_FALLBACKS.load(Ordering::Relaxed)
 }
 
-/// This thread's default device: where [`Array::from_vec`](crate::Array::from_vec) and
-/// [`Array::arange`](crate::Array::arange) place new arrays. The host unless changed with
-/// [`using_device`].
-pub fn default_device() -> Device {
-    DEFAULT.with(std::cell::Cell::get)
-}
-
-/// Restores the previous default device of its thread when dropped.
-#[must_use = "the default device is restored when the guard is dropped"]
-#[derive(Debug)]
-pub struct DeviceGuard {
-    previous: Device,
-    _thread_bound: std::marker::PhantomData<*const ()>,
-}
-
-impl Drop for DeviceGuard {
-    fn drop(&mut self) {
-        DEFAULT.with(|d| d.set(self.previous));
-    }
-}
-
-/// Makes `device` this thread's default device until the guard drops (ChainerX's
-/// `using_device`). A CUDA device must exist: on a machine without it this is
-/// [`Error::CudaUnavailable`], so device-agnostic code learns at the scope's start.
-///
-/// ```
-/// use kusari::{default_device, using_device, Array, Device};
-/// {
-///     let _cpu = using_device(Device::Cpu).unwrap();
-///     let x = Array::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
-///     assert_eq!(x.device(), Device::Cpu);
-/// }
-/// if !kusari::cuda::is_available() {
-///     assert!(using_device(Device::Cuda(0)).is_err());
-/// }
-/// assert_eq!(default_device(), Device::Cpu);
-/// ```
-pub fn using_device(device: Device) -> Result<DeviceGuard> {
-    crate::cuda::check_device(device, &format!("using_device({device})"))?;
-    let previous = DEFAULT.with(|d| d.replace(device));
-    Ok(DeviceGuard {
-        previous,
-        _thread_bound: std::marker::PhantomData,
-    })
+/// Counts one host fallback (called by the graph's host fallback).
+pub(crate) fn count_host_fallback() {
+    HOST_FALLBACKS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// What a CUDA device reports when it opens ([`crate::cuda::device_properties`]).

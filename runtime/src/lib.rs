@@ -17,7 +17,6 @@
 //! ```
 
 mod array;
-mod backward;
 pub mod config;
 mod cpu;
 #[cfg_attr(not(feature = "cuda"), path = "cuda_stub.rs")]
@@ -25,11 +24,9 @@ pub mod cuda;
 mod device;
 mod dtype;
 mod error;
-mod fallback;
-mod function;
-mod function_node;
 pub mod functions;
 pub mod gradient_check;
+mod graph;
 mod kernel;
 mod layout;
 pub mod link;
@@ -42,19 +39,19 @@ pub mod random;
 mod storage;
 mod sync;
 pub mod testing;
-mod variable;
 
 pub use array::{Array, WeakArray};
-pub use backward::{grad, BackwardOptions, GradOptions};
-pub use device::{default_device, using_device, Device, DeviceGuard};
+pub use config::{default_device, using_device, DeviceGuard};
+pub use device::Device;
 pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
-pub use function::Function;
-pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use graph::{
+    apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
+    GradOptions, Variable,
+};
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
 // The derive and the trait share the name, as serde's do: `#[derive(Link)]` implements `Link`.
 pub use kusari_macros::Link;
 pub use link::Link;
-pub use variable::Variable;

@@ -2,8 +2,8 @@
 //! change with the macro.
 
 use crate::error::{Error, Result};
-use crate::function_node::BackwardContext;
-use crate::{Array, Variable};
+use crate::graph::{BackwardContext, Variable};
+use crate::Array;
 
 /// The inputs as `N` references, or an error naming the function when the count differs (when
 /// the node is applied through the untyped [`crate::apply`]).

@@ -43,4 +43,4 @@ pub(crate) use launch::launch;
 pub(crate) use memory::CudaStorage;
 pub(crate) use ops::{astype, contiguous, full, matmul, reduce, to_device, to_host};
 
-pub use crate::fallback::host_fallback_count;
+pub use crate::device::host_fallback_count;

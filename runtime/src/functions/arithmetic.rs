@@ -2,7 +2,7 @@
 
 use super::{apply1, only, sum_to};
 use crate::error::Result;
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
 use crate::{function_node, Array, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;

@@ -2,7 +2,7 @@
 
 use super::{apply1, only};
 use crate::error::{Error, Result};
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
 use crate::{Array, DType, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;

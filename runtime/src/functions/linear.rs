@@ -2,7 +2,7 @@
 
 use super::{apply1, matmul as matmul_fn, only, reshape, sum_axes, sum_to, transpose};
 use crate::error::{Error, Result};
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
 use crate::{function_node, Array, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;

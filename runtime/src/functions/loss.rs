@@ -2,7 +2,7 @@
 
 use super::{apply1, exp, mul, mul_scalar, neg, only, sub, sum, sum_axes};
 use crate::error::{Error, Result};
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
 use crate::{function_node, Array, DType, Variable};
 
 type Grads = Result<Vec<Option<Variable>>>;

@@ -13,6 +13,7 @@ mod dropout;
 mod linear;
 mod loss;
 mod math;
+mod operators;
 mod reduction;
 
 pub use arithmetic::{
@@ -56,12 +57,12 @@ pub fn kernels() -> Vec<ElementwiseKernel> {
     ]
     .concat()
 }
-use crate::function_node::FunctionNode;
+use crate::graph::{apply, FunctionNode};
 use crate::Variable;
 
 /// Applies a single-output function and returns its output.
 pub(crate) fn apply1(f: impl FunctionNode, inputs: &[&Variable]) -> Result<Variable> {
-    Ok(crate::function_node::apply(f, inputs)?.swap_remove(0))
+    Ok(apply(f, inputs)?.swap_remove(0))
 }
 
 /// The gradient of the only output of a single-output function (backward only runs when at

@@ -2,7 +2,7 @@
 
 use super::{apply1, broadcast_to, mul, mul_scalar, only, reshape};
 use crate::error::Result;
-use crate::function_node::{BackwardContext, ForwardContext, FunctionNode};
+use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
 use crate::layout::normalize_axes;
 use crate::{Array, Variable};
 

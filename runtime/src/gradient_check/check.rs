@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::backward::{grad, GradOptions};
 use crate::config;
 use crate::error::{Error, Result};
+use crate::graph::{grad, GradOptions};
 use crate::random::Rng;
 use crate::{Array, DType, Variable};
 

@@ -9,11 +9,12 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use super::function_node::describe;
+use super::grad_math::{add_grads, scale_grad};
+use super::node::{FuncNode, VarNode, Variable};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::function_node::{describe, BackwardContext, FuncNode};
 use crate::sync::lock;
-use crate::variable::{VarNode, Variable};
 
 /// Options of [`Variable::backward_with`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -166,11 +167,6 @@ impl Drop for Engine<'_> {
     }
 }
 
-/// Sums two gradients of one variable (differentiably when double backprop is on).
-fn accumulate(a: &Variable, b: &Variable) -> Result<Variable> {
-    crate::functions::add(a, b)
-}
-
 impl<'a> Engine<'a> {
     fn new(sink: Sink<'a>, retain_grad: bool, double: bool, loss_scale: Option<f64>) -> Self {
         Engine {
@@ -264,7 +260,7 @@ impl<'a> Engine<'a> {
     fn add_grad(&mut self, node: &Arc<VarNode>, g: Variable) -> Result<()> {
         match self.s.grads.entry(key(node)) {
             Entry::Occupied(mut e) => {
-                let sum = accumulate(&e.get().1, &g)?;
+                let sum = add_grads(&e.get().1, &g)?;
                 e.get_mut().1 = sum;
             }
             Entry::Vacant(e) => {
@@ -276,7 +272,7 @@ impl<'a> Engine<'a> {
 
     fn seed(&mut self, node: &Arc<VarNode>, g: Variable) -> Result<()> {
         let g = match self.loss_scale {
-            Some(s) => g.mul_scalar(s)?,
+            Some(s) => scale_grad(&g, s)?,
             None => g,
         };
         self.add_grad(node, g)?;
@@ -355,9 +351,8 @@ impl<'a> Engine<'a> {
     ) -> Result<()> {
         let gxs = {
             let _mode = config::using_backprop(self.double);
-            let ctx = BackwardContext { node: func };
             func.function
-                .backward(&ctx, targets, gys)
+                .recorded_backward(func, targets, gys)
                 .map_err(|e| Error::Backward {
                     function: func.label().into_owned(),
                     grad_outputs: describe_grads(gys),
@@ -442,7 +437,7 @@ fn store_grad(
         return Ok(());
     }
     let new = match state.grad.take() {
-        Some(old) if accumulate_old => match accumulate(&old, &g) {
+        Some(old) if accumulate_old => match add_grads(&old, &g) {
             Ok(sum) => sum,
             Err(e) => {
                 state.grad = Some(old);
@@ -598,4 +593,72 @@ pub fn grad(
         }
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The gradient sums and scales of the backward pass (`grad_math`), differentiated again.
+
+    use super::*;
+    use crate::Array;
+
+    fn var(values: &[f64]) -> Variable {
+        Variable::new(Array::from_vec(values.to_vec(), &[values.len()]).unwrap())
+    }
+
+    fn values(v: &Variable) -> Vec<f64> {
+        v.array().to_vec::<f64>().unwrap()
+    }
+
+    fn double() -> GradOptions {
+        GradOptions {
+            enable_double_backprop: true,
+            ..GradOptions::default()
+        }
+    }
+
+    /// The gradient of `y` with respect to `x`, seeded with `seed`, kept differentiable.
+    fn grad_of(y: &Variable, x: &Variable, seed: &Variable) -> Variable {
+        grad(&[y], &[x], Some(&[Some(seed.clone())]), double())
+            .unwrap()
+            .remove(0)
+            .unwrap()
+    }
+
+    #[test]
+    fn add_grads_sums_and_passes_its_gradient_to_both_sides() {
+        let (a, b) = (var(&[1.0, 2.0]), var(&[10.0, 20.0]));
+        let s = add_grads(&a, &b).unwrap();
+        assert_eq!(values(&s), [11.0, 22.0]);
+        assert_eq!(s.creator_label().as_deref(), Some("Add"));
+        let g = var(&[3.0, 4.0]);
+        let grads = grad(&[&s], &[&a, &b], Some(&[Some(g)]), double()).unwrap();
+        for gx in grads {
+            assert_eq!(values(&gx.unwrap()), [3.0, 4.0]);
+        }
+    }
+
+    #[test]
+    fn add_grads_is_differentiable_again() {
+        // s = a + a; ds/da seeded with g is 2g, and d(2g)/dg seeded with ones is 2.
+        let (a, g) = (var(&[1.0, 2.0]), var(&[3.0, 4.0]));
+        let s = add_grads(&a, &a).unwrap();
+        let ga = grad_of(&s, &a, &g);
+        assert_eq!(values(&ga), [6.0, 8.0]);
+        let ggg = grad_of(&ga, &g, &var(&[1.0, 1.0]));
+        assert_eq!(values(&ggg), [2.0, 2.0]);
+    }
+
+    #[test]
+    fn scale_grad_scales_to_every_order() {
+        let (x, g) = (var(&[1.0, -2.0]), var(&[5.0, 7.0]));
+        let y = scale_grad(&x, 3.0).unwrap();
+        assert_eq!(values(&y), [3.0, -6.0]);
+        assert_eq!(y.creator_label().as_deref(), Some("MulConstant"));
+        let gx = grad_of(&y, &x, &g);
+        assert_eq!(values(&gx), [15.0, 21.0]);
+        assert_eq!(gx.creator_label().as_deref(), Some("MulConstant"));
+        let ggx = grad_of(&gx, &g, &var(&[1.0, 1.0]));
+        assert_eq!(values(&ggx), [3.0, 3.0]);
+    }
 }

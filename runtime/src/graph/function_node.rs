@@ -1,15 +1,17 @@
-//! [`FunctionNode`]: the contract of a differentiable function, and [`apply`], which runs one
-//! and records it in the graph.
+//! [`FunctionNode`]: the contract of a differentiable function, the contexts its `forward` and
+//! `backward` see ([`ForwardContext`], [`BackwardContext`]), and [`apply`], which runs one and
+//! records it in the graph.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
-use ndarray::{Dimension, IxDyn};
+use ndarray::Dimension;
 
+use super::fallback::forward_on_host;
+use super::node::{FuncNode, InputSlot, OutputSlot, RecordedFunction, VarNode, Variable};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::sync::lock;
-use crate::variable::{VarNode, Variable};
 use crate::{Array, DType, Device};
 
 /// A differentiable function (Chainer's `FunctionNode`).
@@ -70,7 +72,10 @@ pub trait FunctionNode: Send + Sync + 'static {
                 Err(Error::NotImplemented {
                     method: "forward_gpu",
                     ..
-                }) => crate::fallback::forward_on_host(self, ctx, inputs, device),
+                }) => {
+                    let label = self.label();
+                    forward_on_host(&label, inputs, device, |host| self.forward_cpu(ctx, host))
+                }
                 result => result,
             },
         }
@@ -190,60 +195,10 @@ impl IndexMask<'_> {
     }
 }
 
-pub(crate) struct InputSlot {
-    pub(crate) node: Arc<VarNode>,
-    pub(crate) retained: Option<Array>,
-}
-
-pub(crate) struct OutputSlot {
-    /// The output's node; replaced by [`BackwardContext::retained_output`] when it has gone.
-    pub(crate) node: Mutex<Weak<VarNode>>,
-    pub(crate) retained: Option<Array>,
-    pub(crate) shape: IxDyn,
-    pub(crate) dtype: DType,
-    pub(crate) device: Device,
-}
-
-/// A function applied in the graph: the user's node, its inputs' nodes (strong) and its outputs'
-/// nodes (weak: outputs own their creator, never the reverse, so there are no cycles).
-pub(crate) struct FuncNode {
-    pub(crate) function: Box<dyn FunctionNode>,
-    pub(crate) inputs: Vec<InputSlot>,
-    pub(crate) outputs: Vec<OutputSlot>,
-    pub(crate) rank: u32,
-}
-
-impl FuncNode {
-    pub(crate) fn label(&self) -> Cow<'static, str> {
-        self.function.label()
-    }
-}
-
-impl Drop for FuncNode {
-    /// Frees a long chain iteratively: a recursive drop of a graph thousands of functions deep
-    /// would overflow the stack.
-    fn drop(&mut self) {
-        let mut pending: Vec<Arc<FuncNode>> = Vec::new();
-        let release = |inputs: Vec<InputSlot>, pending: &mut Vec<Arc<FuncNode>>| {
-            for slot in inputs {
-                if let Ok(node) = Arc::try_unwrap(slot.node) {
-                    pending.extend(node.creator.into_inner().unwrap_or_else(|e| e.into_inner()));
-                }
-            }
-        };
-        release(std::mem::take(&mut self.inputs), &mut pending);
-        while let Some(f) = pending.pop() {
-            if let Ok(mut f) = Arc::try_unwrap(f) {
-                release(std::mem::take(&mut f.inputs), &mut pending);
-            }
-        }
-    }
-}
-
 /// What `backward` can read: the retained inputs and outputs as variables, and the shapes and
 /// dtypes of every input and output.
 pub struct BackwardContext<'a> {
-    pub(crate) node: &'a Arc<FuncNode>,
+    node: &'a Arc<FuncNode>,
 }
 
 impl BackwardContext<'_> {
@@ -378,6 +333,23 @@ impl BackwardContext<'_> {
             what,
             index: i,
         }
+    }
+}
+
+/// The graph runs a recorded function's backward through this, with the function's own node.
+impl<F: FunctionNode> RecordedFunction for F {
+    fn recorded_label(&self) -> Cow<'static, str> {
+        self.label()
+    }
+
+    fn recorded_backward(
+        &self,
+        func: &Arc<FuncNode>,
+        target_input_indexes: &[usize],
+        grad_outputs: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        let ctx = BackwardContext { node: func };
+        self.backward(&ctx, target_input_indexes, grad_outputs)
     }
 }
 

@@ -6,10 +6,11 @@
 
 use std::borrow::Cow;
 
+use super::function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+use super::node::Variable;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
-use crate::{Array, Variable};
+use crate::Array;
 
 /// An old-style function: array-level `forward` and `backward` (Chainer's `Function`).
 ///

@@ -1,0 +1,25 @@
+//! The backward graph: [`Variable`]s and the functions applied to them, recorded as they run
+//! and walked back by [`Variable::backward`] and [`grad`].
+//!
+//! Its files, each importing only files above it in this list (so they form no cycle):
+//! - `node`: the node types, which refer to one another: [`Variable`] (a handle), `VarNode`
+//!   and `FuncNode`;
+//! - `fallback`: running a function's CPU forward on host copies of CUDA inputs;
+//! - `variable`: [`Variable`]'s methods;
+//! - `function_node`: the [`FunctionNode`] contract, its contexts, and [`apply`];
+//! - `function`: old-style [`Function`]s (array-level backward);
+//! - `grad_math`: the graph's own nodes for summing and scaling gradients;
+//! - `backward`: the backward pass, [`Variable::backward`] and [`grad`].
+
+mod backward;
+mod fallback;
+mod function;
+mod function_node;
+mod grad_math;
+mod node;
+mod variable;
+
+pub use backward::{grad, BackwardOptions, GradOptions};
+pub use function::Function;
+pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use node::Variable;
