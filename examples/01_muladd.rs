@@ -1,44 +1,17 @@
-//! MulAdd, the tutorial's first new-style function, `w = x * y + z`, declared with
-//! `#[function_node]` in the tutorial's first form: a `forward_cpu` and a `forward_gpu` method on
-//! arrays and a `backward` on variables. The macro writes the `FunctionNode` impl, the typed
-//! `MulAdd.apply((&x, &y, &z))` and the thin wrapper `mul_add(&x, &y, &z)`.
+//! MulAdd, the tutorial's first new-style function, `w = x * y + z`: applied with its typed
+//! `apply` and its wrapper `mul_add`, differentiated, and its `forward_gpu` checked against its
+//! `forward_cpu`.
+//!
+//! The op is defined in `examples/src/muladd.rs` (`kusari_examples::muladd`): a `forward_cpu` and
+//! a `forward_gpu` method on arrays and a `backward` on variables, declared with
+//! `#[function_node]`.
 //!
 //! Run with `cargo run --example muladd`. `forward_gpu` runs when kusari finds a CUDA driver and
 //! device, and is checked against `forward_cpu`; without a GPU the example says so.
-//! `tests/macro_ops.rs` includes this file to check the op's gradients (hence the `pub`).
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-
-/// f(x, y, z) = x * y + z, elementwise.
-pub struct MulAdd;
-
-#[function_node]
-impl MulAdd {
-    /// On the host: one fused pass, with no temporary for `x * y`. Backward needs x and y; z's
-    /// gradient depends on no input, so z is not kept.
-    #[retain(x, y)]
-    fn forward_cpu(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
-        x.mul_add(y, z)
-    }
-
-    /// On a CUDA device: array arithmetic, one kernel per operator (`04_muladd_kernel.rs` fuses
-    /// them into one).
-    fn forward_gpu(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
-        x * y + z
-    }
-
-    /// Written with differentiable operations on variables: no CPU or GPU variant, and the
-    /// result can be differentiated again.
-    fn backward(
-        &self,
-        x: &Variable,
-        y: &Variable,
-        gw: &Variable,
-    ) -> Result<(Variable, Variable, Variable)> {
-        Ok(((y * gw)?, (x * gw)?, gw.clone()))
-    }
-}
+use kusari_examples::muladd::{mul_add, MulAdd};
 
 fn main() -> Result<()> {
     let mut rng = Rng::seed(0);

@@ -1,34 +1,15 @@
 //! MulAdd with one unified `forward`: when the CPU and GPU methods are the same array code, one
 //! method serves every device, as the tutorial reduces `forward_cpu` and `forward_gpu` to
-//! `forward`.
+//! `forward`. Its gradients are checked on the host, then on `cuda:0`.
+//!
+//! The op is defined in `examples/src/muladd_unified.rs` (`kusari_examples::muladd_unified`).
 //!
 //! Run with `cargo run --example muladd_unified`. The same `forward` then runs on `cuda:0` when
 //! kusari finds a CUDA driver and device; without a GPU the example says so.
-//! `tests/macro_ops.rs` includes this file to check the op's gradients (hence the `pub`).
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-
-/// f(x, y, z) = x * y + z, elementwise.
-pub struct MulAdd;
-
-#[function_node]
-impl MulAdd {
-    /// Runs on whatever device the inputs are on.
-    #[retain(x, y)]
-    fn forward(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
-        x * y + z
-    }
-
-    fn backward(
-        &self,
-        x: &Variable,
-        y: &Variable,
-        gw: &Variable,
-    ) -> Result<(Variable, Variable, Variable)> {
-        Ok(((y * gw)?, (x * gw)?, gw.clone()))
-    }
-}
+use kusari_examples::muladd_unified::mul_add;
 
 fn main() -> Result<()> {
     let mut rng = Rng::seed(1);

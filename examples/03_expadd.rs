@@ -1,29 +1,14 @@
-//! ExpAdd, `z = exp(x) + exp(y)`: an op whose backward is written with a built-in
-//! differentiable function (`F::exp`), so its gradient can be differentiated again with `grad`.
-//! The unified `forward` is the tutorial's `xp.exp(x) + xp.exp(y)`: array code that runs on any
-//! device.
+//! ExpAdd, `z = exp(x) + exp(y)`: its backward is written with a built-in differentiable function
+//! (`F::exp`), so its gradient can be differentiated again with `grad`. Here its first- and
+//! second-order gradients are taken and checked against `exp`.
 //!
-//! Run with `cargo run --example expadd`. `tests/macro_ops.rs` includes this file to check the
-//! op's first- and second-order gradients (hence the `pub`).
+//! The op is defined in `examples/src/expadd.rs` (`kusari_examples::expadd`).
+//!
+//! Run with `cargo run --example expadd`.
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-
-/// f(x, y) = exp(x) + exp(y), elementwise.
-pub struct ExpAdd;
-
-#[function_node]
-impl ExpAdd {
-    #[retain(x, y)]
-    fn forward(&self, x: &Array, y: &Array) -> Result<Array> {
-        x.exp()? + y.exp()?
-    }
-
-    fn backward(&self, x: &Variable, y: &Variable, gz: &Variable) -> Result<(Variable, Variable)> {
-        // F::exp, not Array::exp: the gradient stays in the graph and can be differentiated.
-        Ok(((gz * F::exp(x)?)?, (gz * F::exp(y)?)?))
-    }
-}
+use kusari_examples::expadd::exp_add;
 
 fn main() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![-1.0f64, 0.0, 0.5, 2.0], &[4])?);

@@ -1,43 +1,15 @@
-//! The tutorial's LinearFunction, `y = x Wᵀ + b`, declared with `#[function_node]`: its backward
-//! takes the optional needs-grad list (`target_input_indexes`) and computes only the gradients
-//! asked for. The generated wrapper is named `linear`; it is checked against the built-in
-//! `F::linear`, then trained by plain gradient descent on a small synthetic regression problem.
+//! The tutorial's LinearFunction, `y = x Wᵀ + b`, whose backward computes only the gradients
+//! asked for: checked against the built-in `F::linear`, then trained by plain gradient descent on
+//! a small synthetic regression problem.
 //!
-//! Run with `cargo run --example linear`. `tests/macro_ops.rs` includes this file to check the
-//! op's gradients (hence the `pub`).
+//! The op is defined in `examples/src/linear.rs` (`kusari_examples::linear`); its generated
+//! wrapper is named `linear`.
+//!
+//! Run with `cargo run --example linear`.
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-
-/// y = x Wᵀ + b for x: (N, in), W: (out, in), b: (out,).
-pub struct LinearFunction;
-
-#[function_node(name = "linear")]
-impl LinearFunction {
-    #[retain(x, w)]
-    fn forward(&self, x: &Array, w: &Array, b: &Array) -> Result<Array> {
-        x.matmul(&w.t())? + b
-    }
-
-    /// `needs` lists the inputs whose gradients are wanted: in training, x is data and needs none.
-    fn backward(
-        &self,
-        x: &Variable,
-        w: &Variable,
-        gy: &Variable,
-        needs: &[usize],
-    ) -> Result<(Option<Variable>, Option<Variable>, Option<Variable>)> {
-        let wanted = |i: usize| needs.contains(&i);
-        let gx = wanted(0).then(|| F::matmul(gy, w)).transpose()?;
-        let gw = wanted(1)
-            .then(|| F::matmul(&F::transpose(gy, None)?, x))
-            .transpose()?;
-        let gb = wanted(2)
-            .then(|| F::sum_axes(gy, Some(&[0]), false))
-            .transpose()?;
-        Ok((gx, gw, gb))
-    }
-}
+use kusari_examples::linear::linear;
 
 /// Mean squared error.
 fn mse(y: &Variable, t: &Variable) -> Result<Variable> {

@@ -1,7 +1,10 @@
 //! The tutorial's first elementwise kernels, written with concrete types: MulAdd's forward and
 //! MulAddGrad's `(gx, gy)` each run as one CUDA kernel whose signature names `float32`, so they
-//! take float32 arrays only (`04_muladd_kernel.rs` writes them with the placeholder `T`, for any
-//! dtype). As in the tutorial, MulAddGrad has no backward, so MulAdd is differentiable once.
+//! take float32 arrays only (`04_muladd_kernel.rs` applies them written with the placeholder `T`,
+//! for any dtype). Here MulAdd is differentiated once, and a float64 argument is rejected.
+//!
+//! The ops are defined in `examples/src/muladd_kernel_float32.rs`
+//! (`kusari_examples::muladd_kernel_float32`).
 //!
 //! Run with `cargo run --example muladd_kernel_float32`. It needs a CUDA driver and device for
 //! the kernels to run (NVRTC compiles them on first use); without a GPU it says so and runs the
@@ -9,49 +12,7 @@
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-
-/// f(x, y, z) = x * y + z, elementwise, for float32 arrays.
-pub struct MulAdd;
-
-#[function_node]
-impl MulAdd {
-    #[retain(x, y)]
-    #[forward_gpu(
-        inputs = "float32 x, float32 y, float32 z",
-        outputs = "float32 w",
-        body = "w = x * y + z;",
-        name = "muladd_fwd_f32"
-    )]
-    fn forward(&self, x: &Array, y: &Array, z: &Array) -> Result<Array> {
-        x.mul_add(y, z)
-    }
-
-    fn backward(
-        &self,
-        x: &Variable,
-        y: &Variable,
-        gw: &Variable,
-    ) -> Result<(Variable, Variable, Variable)> {
-        let (gx, gy) = mul_add_grad(x, y, gw)?;
-        Ok((gx, gy, gw.clone()))
-    }
-}
-
-/// MulAdd's gradients (gx, gy) = (y * gw, x * gw) for float32 arrays: two outputs, one kernel.
-pub struct MulAddGrad;
-
-#[function_node(non_differentiable)]
-impl MulAddGrad {
-    #[forward_gpu(
-        inputs = "float32 x, float32 y, float32 gw",
-        outputs = "float32 gx, float32 gy",
-        body = "gx = y * gw; gy = x * gw;",
-        name = "muladd_bwd_f32"
-    )]
-    fn forward(&self, x: &Array, y: &Array, gw: &Array) -> Result<(Array, Array)> {
-        Ok(((y * gw)?, (x * gw)?))
-    }
-}
+use kusari_examples::muladd_kernel_float32::{mul_add, MulAdd};
 
 fn main() -> Result<()> {
     let device = kusari_examples::gpu_or_host()?;

@@ -15,11 +15,8 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use kusari::cuda::{self, KernelStats};
 use kusari::prelude::*;
 use kusari::{config, default_device, random, using_device, ElementwiseKernel};
+use kusari_examples::muladd_kernel;
 use kusari_tests::check_close;
-
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/04_muladd_kernel.rs"]
-mod muladd_kernel;
 
 // ----- helpers -----
 
@@ -1417,7 +1414,7 @@ fn second_order_gradients_match_the_host() {
                 Box::new(|v: &[Variable]| F::mul(&v[0], &v[1])),
             ),
             (
-                "MulAdd (examples/04)",
+                "MulAdd (kusari_examples::muladd_kernel)",
                 vec![
                     smooth(&[3, 4], dtype, 8),
                     smooth(&[3, 4], dtype, 9),

@@ -19,22 +19,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use kusari::{DType, ElementwiseKernel};
+use kusari_examples::{mlp_digits, muladd_kernel, muladd_kernel_float32};
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
 use kusari_kernels::reduction::{reduction, reduction_chunks, ReductionKind, REDUCIBLE_TYPES};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
-
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/04_muladd_kernel.rs"]
-mod muladd_kernel;
-
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/10_muladd_kernel_float32.rs"]
-mod muladd_kernel_float32;
-
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/11_mlp_digits.rs"]
-mod mlp_digits;
 
 /// The architectures every kernel is compiled for.
 const ARCHS: [&str; 2] = ["compute_80", "compute_90"];

@@ -1,33 +1,15 @@
-//! Ops declared with `#[function_node]`. The tutorial's ops are the examples' own code, included
-//! from `examples/` so that the tests check what the examples run; small ops below cover the rest
-//! of what the macro accepts. Gradients are compared with finite differences in f64: first order
-//! for every op, second order for the ops whose backward is differentiable.
+//! Ops declared with `#[function_node]`. The tutorial's ops are the examples' own code, imported
+//! from the examples' library (`kusari_examples`, a module per example) so that the tests check
+//! what the examples run; small ops below cover the rest of what the macro accepts. Gradients are
+//! compared with finite differences in f64: first order for every op, second order for the ops
+//! whose backward is differentiable.
 
 use std::sync::{Arc, Mutex};
 
 use kusari::prelude::*;
 use kusari::{config, random};
+use kusari_examples::{dropout_train_test, expadd, linear, muladd, muladd_kernel, muladd_unified};
 use kusari_tests::{assert_close, numerical_grad, uniform};
-
-// Each example's `main` and helpers are not used here.
-#[allow(dead_code)]
-#[path = "../examples/05_dropout_train_test.rs"]
-mod dropout;
-#[allow(dead_code)]
-#[path = "../examples/03_expadd.rs"]
-mod expadd;
-#[allow(dead_code)]
-#[path = "../examples/06_linear.rs"]
-mod linear;
-#[allow(dead_code)]
-#[path = "../examples/01_muladd.rs"]
-mod muladd;
-#[allow(dead_code)]
-#[path = "../examples/04_muladd_kernel.rs"]
-mod muladd_kernel;
-#[allow(dead_code)]
-#[path = "../examples/02_muladd_unified.rs"]
-mod muladd_unified;
 
 /// An op under test, from input variables to its outputs.
 type Op<'a> = &'a dyn Fn(&[&Variable]) -> Result<Vec<Variable>>;
@@ -188,7 +170,7 @@ fn dropout_with_a_fixed_seed_matches_finite_differences() -> Result<()> {
     // Reseeding before every forward draws the same mask each time.
     let op: Op<'_> = &|v| {
         random::seed(7);
-        Ok(vec![dropout::dropout(v[0], 0.4)?])
+        Ok(vec![dropout_train_test::dropout(v[0], 0.4)?])
     };
     let xs = inputs(1, &[5, 4], 5);
     check_backward(op, &xs, 70)?;
@@ -203,7 +185,7 @@ fn dropout_with_a_fixed_seed_matches_finite_differences() -> Result<()> {
     assert_close(&x.grad_array().expect("x.grad"), &mask, 1e-12, 1e-12);
 
     let _test = config::using_train(false);
-    assert!(dropout::dropout(&x, 0.4)?.same_node(&x));
+    assert!(dropout_train_test::dropout(&x, 0.4)?.same_node(&x));
     Ok(())
 }
 

@@ -6,11 +6,8 @@
 
 use kusari::prelude::*;
 use kusari::{config, cuda, default_device, using_device, ElementwiseKernel};
+use kusari_examples::muladd_kernel;
 use kusari_tests::{assert_close, uniform};
-
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/04_muladd_kernel.rs"]
-mod muladd_kernel;
 
 /// Whether this machine has no usable GPU; prints why the test skips otherwise.
 fn no_gpu(test: &str) -> bool {

@@ -5,11 +5,9 @@
 
 use kusari::prelude::*;
 use kusari::testing::OpTest;
+// The examples' ops by their crate's name: `linear` here is the built-in's test.
+use kusari_examples as examples;
 use ndarray::{ArrayD, Axis, Ix2, IxDyn};
-
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/04_muladd_kernel.rs"]
-mod muladd_kernel;
 
 fn uniform(shape: &'static [usize], low: f64, high: f64) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
     move |rng, dtype| vec![Array::uniform(shape, low, high, dtype, rng).unwrap()]
@@ -179,7 +177,7 @@ kusari::op_tests!(muladd_example => OpTest::new("MulAdd", |rng, dtype| vec![
         Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng).unwrap(),
         Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng).unwrap(),
     ])
-    .forward(|x| muladd_kernel::mul_add(&x[0], &x[1], &x[2]))
+    .forward(|x| examples::muladd_kernel::mul_add(&x[0], &x[1], &x[2]))
     .expected(|x| vec![&x[0] * &x[1] + &x[2]]));
 
 /// The harness fails an op whose backward is wrong, naming the op and the case.
@@ -311,32 +309,7 @@ kusari::op_tests!(dropout => OpTest::new("dropout", uniform(&[4, 5], -1.0, 1.0))
     })
     .expected(|x| vec![dropout_expected(&x[0], 0.4, 11)]));
 
-// ----- the example ops -----
-
-#[allow(dead_code)]
-#[path = "../examples/05_dropout_train_test.rs"]
-mod dropout_example;
-#[allow(dead_code)]
-#[path = "../examples/03_expadd.rs"]
-mod expadd;
-#[allow(dead_code)]
-#[path = "../examples/06_linear.rs"]
-mod linear_example;
-#[allow(dead_code)]
-#[path = "../examples/07_muladd_by_hand.rs"]
-mod muladd_by_hand;
-#[allow(dead_code)]
-#[path = "../examples/01_muladd.rs"]
-mod muladd_cpu_gpu;
-#[allow(dead_code, unused_imports)]
-#[path = "../examples/10_muladd_kernel_float32.rs"]
-mod muladd_kernel_float32;
-#[allow(dead_code)]
-#[path = "../examples/02_muladd_unified.rs"]
-mod muladd_unified;
-#[allow(dead_code)]
-#[path = "../examples/08_old_style.rs"]
-mod old_style;
+// ----- the example ops (imported from kusari_examples, a module per example) -----
 
 fn three(shape: &'static [usize]) -> impl Fn(&mut Rng, DType) -> Vec<Array> {
     move |rng, dtype| {
@@ -351,25 +324,27 @@ fn muladd_expected(x: &[ArrayD<f64>]) -> Vec<ArrayD<f64>> {
 }
 
 kusari::op_tests!(example_01_muladd => OpTest::new("01 MulAdd", three(&[3, 2]))
-    .forward(|x| muladd_cpu_gpu::mul_add(&x[0], &x[1], &x[2]))
+    .forward(|x| examples::muladd::mul_add(&x[0], &x[1], &x[2]))
     .expected(muladd_expected));
 
 kusari::op_tests!(example_02_muladd => OpTest::new("02 MulAdd", three(&[3, 2]))
-    .forward(|x| muladd_unified::mul_add(&x[0], &x[1], &x[2]))
+    .forward(|x| examples::muladd_unified::mul_add(&x[0], &x[1], &x[2]))
     .expected(muladd_expected));
 
 kusari::op_tests!(example_03_expadd => OpTest::new("03 ExpAdd", two(&[3, 2], &[3, 2]))
-    .forward(|x| expadd::exp_add(&x[0], &x[1]))
+    .forward(|x| examples::expadd::exp_add(&x[0], &x[1]))
     .expected(|x| vec![x[0].mapv(f64::exp) + x[1].mapv(f64::exp)]));
 
 kusari::op_tests!(example_04_muladd_grad => OpTest::new("04 MulAddGrad", three(&[3, 2]))
-    .forward(|x| muladd_kernel::mul_add_grad(&x[0], &x[1], &x[2]).map(|(a, b)| vec![a, b]))
+    .forward(|x| {
+        examples::muladd_kernel::mul_add_grad(&x[0], &x[1], &x[2]).map(|(a, b)| vec![a, b])
+    })
     .expected(|x| vec![&x[1] * &x[2], &x[0] * &x[2]]));
 
 kusari::op_tests!(example_05_dropout => OpTest::new("05 Dropout", uniform(&[4, 5], -1.0, 1.0))
     .forward(|x| {
         kusari::random::seed(5);
-        dropout_example::dropout_always(&x[0], 0.25)
+        examples::dropout_train_test::dropout_always(&x[0], 0.25)
     })
     .expected(|x| vec![dropout_expected(&x[0], 0.25, 5)]));
 
@@ -378,7 +353,7 @@ kusari::op_tests!(example_06_linear => OpTest::new("06 LinearFunction", |rng, dt
     Array::uniform(&[4, 3], -1.0, 1.0, dtype, rng).unwrap(),
     Array::uniform(&[4], -1.0, 1.0, dtype, rng).unwrap(),
 ])
-.forward(|x| linear_example::linear(&x[0], &x[1], &x[2]))
+.forward(|x| examples::linear::linear(&x[0], &x[1], &x[2]))
 .expected(|x| {
     let a = x[0].clone().into_dimensionality::<Ix2>().expect("2-D");
     let w = x[1].clone().into_dimensionality::<Ix2>().expect("2-D");
@@ -386,19 +361,19 @@ kusari::op_tests!(example_06_linear => OpTest::new("06 LinearFunction", |rng, dt
 }));
 
 kusari::op_tests!(example_07_muladd_by_hand => OpTest::new("07 MulAdd", three(&[3, 2]))
-    .forward(|x| muladd_by_hand::muladd(&x[0], &x[1], &x[2]))
+    .forward(|x| examples::muladd_by_hand::muladd(&x[0], &x[1], &x[2]))
     .expected(muladd_expected));
 
 // Old-style functions have no second order (DoubleBackwardUnsupported, tested in graph.rs).
 kusari::op_tests!(example_08_old_style => OpTest::new("08 MulAdd", three(&[3, 2]))
-    .forward(|x| old_style::muladd(&x[0], &x[1], &x[2]))
+    .forward(|x| examples::old_style::muladd(&x[0], &x[1], &x[2]))
     .expected(muladd_expected)
     .no_double_backward());
 
 // The float32 kernels take float32 only (so finite differences are taken in float32, not in
 // float64 as by default); their gradient op is declared non-differentiable.
 kusari::op_tests!(example_10_muladd_float32 => OpTest::new("10 MulAdd", three(&[3, 2]))
-    .forward(|x| muladd_kernel_float32::mul_add(&x[0], &x[1], &x[2]))
+    .forward(|x| examples::muladd_kernel_float32::mul_add(&x[0], &x[1], &x[2]))
     .expected(muladd_expected)
     .dtypes(&[DType::F32])
     .numerical_dtype(None)

@@ -1,20 +1,14 @@
-//! The training example, `examples/11_mlp_digits.rs`, included so that the tests check what it
-//! runs: a short training on the handwritten digits reaches a stated accuracy, dropout acts in
-//! training mode only, and the example's leaky ReLU has the right gradients and a CUDA kernel that
-//! compiles.
+//! The training example's model and training loop, imported from `kusari_examples::mlp_digits`
+//! (what `examples/11_mlp_digits.rs` runs): a short training on the handwritten digits reaches a
+//! stated accuracy, dropout acts in training mode only, and the example's leaky ReLU has the right
+//! gradients and a CUDA kernel that compiles.
 
 use kusari::gradient_check::{check_backward, CheckOptions};
 use kusari::prelude::*;
 use kusari::{config, random};
+use kusari_examples::mlp_digits::{leaky_relu, train, LeakyRelu, Mlp};
 use kusari_examples::Digits;
 use kusari_kernels::compile::{compile_ptx, nvrtc_available};
-
-// The example's `main` is not used here.
-#[allow(dead_code)]
-#[path = "../examples/11_mlp_digits.rs"]
-mod mlp_digits;
-
-use mlp_digits::{leaky_relu, train, LeakyRelu, Mlp};
 
 /// Five epochs instead of the example's twenty: 95.5% on the host; the example gets 97.2%.
 #[test]

@@ -1,39 +1,10 @@
-//! The tutorial "Define your own function", written with kusari: one example per concept,
-//! run with `cargo run --example <name>` (see this package's `Cargo.toml` for the list).
-//!
-//! This library holds what the examples share: comparing arrays within a tolerance, and for the
-//! training example, the handwritten-digits data set, a progress bar over epochs and a loss plot.
+//! The handwritten-digits data set that `11_mlp_digits.rs` trains on, read and checked from
+//! `data/digits.csv`, and the shuffle that splits it and orders its minibatches.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use kusari::random::Rng;
-use kusari::{Array, Device, Error, Result};
-
-/// `cuda:0` when kusari finds a CUDA device (a GPU, or the emulated device under
-/// `KUSARI_CUDA_EMULATE=1`), else the host after saying why. Under `KUSARI_REQUIRE_GPU` a
-/// missing device is an error, so that CI cannot pass an example's GPU path without running it.
-pub fn gpu_or_host() -> Result<Device> {
-    Ok(kusari::testing::cuda_or_skip("the example's GPU path")?.unwrap_or(Device::Cpu))
-}
-
-/// Whether `actual` and `expected` have one shape and agree elementwise within
-/// `tol * (1 + |expected|)`, whatever their dtypes.
-///
-/// ```
-/// use kusari::Array;
-/// let a = Array::from_vec(vec![1.0f32, 2.0], &[2])?;
-/// let b = Array::from_vec(vec![1.0f64, 2.000_001], &[2])?;
-/// assert!(kusari_examples::allclose(&a, &b, 1e-5)?);
-/// # Ok::<(), kusari::Error>(())
-/// ```
-pub fn allclose(actual: &Array, expected: &Array, tol: f64) -> Result<bool> {
-    let (a, e) = (actual.to_f64_vec()?, expected.to_f64_vec()?);
-    Ok(actual.shape() == expected.shape()
-        && a.iter()
-            .zip(&e)
-            .all(|(a, e)| (a - e).abs() <= tol * (1.0 + e.abs())))
-}
+use kusari::{Array, Error, Result};
 
 /// The UCI "Optical Recognition of Handwritten Digits" test set as scikit-learn ships it
 /// (`data/digits.csv`; source and licence in `data/README.md`): 1797 images of 8×8 pixels, each
@@ -175,47 +146,3 @@ pub fn shuffled(n: usize, rng: &mut Rng) -> Vec<usize> {
     }
     order
 }
-
-/// A progress bar over `epochs` epochs; its message is the caller's (say, the last loss). It
-/// draws on standard error, and only when that is a terminal.
-pub fn epoch_bar(epochs: usize) -> ProgressBar {
-    let style = ProgressStyle::with_template("{elapsed:>3} [{bar:30}] epoch {pos}/{len}, {msg}")
-        .map(|style| style.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    ProgressBar::new(epochs as u64).with_style(style)
-}
-
-/// Draws `losses` (one per epoch) as a line on a grid, from 0 to the largest loss, and saves it
-/// as a PNG at `path`, creating its folder. The plot has no text: plotters would need a system
-/// font for it.
-pub fn save_loss_curve(path: &Path, losses: &[f32]) -> Result<()> {
-    use plotters::prelude::*;
-    let plot_error = |e: &dyn std::fmt::Display| {
-        Error::msg(format!(
-            "cannot save the loss curve to {}: {e}",
-            path.display()
-        ))
-    };
-    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| plot_error(&e))?;
-    }
-    let root = BitMapBackend::new(path, (640, 400)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_error(&e))?;
-    let top = losses.iter().copied().fold(f32::MIN_POSITIVE, f32::max) * 1.05;
-    let last_epoch = losses.len().saturating_sub(1).max(1) as f32;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(20)
-        .build_cartesian_2d(0f32..last_epoch, 0f32..top)
-        .map_err(|e| plot_error(&e))?;
-    chart.configure_mesh().draw().map_err(|e| plot_error(&e))?;
-    let points = losses.iter().enumerate().map(|(i, &l)| (i as f32, l));
-    chart
-        .draw_series(LineSeries::new(points, BLUE.stroke_width(2)))
-        .map_err(|e| plot_error(&e))?;
-    root.present().map_err(|e| plot_error(&e))
-}
-
-/// The README's code blocks, compiled and run as doc tests so that they stay correct.
-#[doc = include_str!("../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

@@ -1,0 +1,71 @@
+//! The tutorial "Define your own function", written with kusari: one example per concept,
+//! run with `cargo run --example <name>` (see this package's `Cargo.toml` for the list).
+//!
+//! This library holds the ops the examples declare, a module per example named after it (the
+//! example `muladd`, `01_muladd.rs`, applies the ops of [`muladd`]), so that the examples and
+//! the integration tests in `tests/` use the same ops. It also holds what the examples share:
+//! comparing arrays within a tolerance, picking the GPU when there is one, and for the training
+//! example, the handwritten-digits data set, a progress bar over epochs and a loss plot.
+//!
+//! | example | module | its ops |
+//! |---|---|---|
+//! | `01_muladd.rs` | [`muladd`] | `MulAdd` with `forward_cpu` and `forward_gpu` |
+//! | `02_muladd_unified.rs` | [`muladd_unified`] | `MulAdd` with one `forward` |
+//! | `03_expadd.rs` | [`expadd`] | `ExpAdd`, differentiable twice |
+//! | `04_muladd_kernel.rs` | [`muladd_kernel`] | `MulAdd` and `MulAddGrad` with `T` kernels |
+//! | `05_dropout_train_test.rs` | [`dropout_train_test`] | `Dropout` and the mode-aware `dropout` |
+//! | `06_linear.rs` | [`linear`] | `LinearFunction` |
+//! | `07_muladd_by_hand.rs` | [`muladd_by_hand`] | `MulAdd`, a `FunctionNode` by hand |
+//! | `08_old_style.rs` | [`old_style`] | `MulAdd` as an old-style `Function` |
+//! | `09_affine_any_device.rs` | — | built-in functions only |
+//! | `10_muladd_kernel_float32.rs` | [`muladd_kernel_float32`] | the same with `float32` kernels |
+//! | `11_mlp_digits.rs` | [`mlp_digits`] | `LeakyRelu`, the `Mlp` model and its training |
+
+use kusari::{Array, Device, Result};
+
+pub mod dropout_train_test;
+pub mod expadd;
+pub mod linear;
+pub mod mlp_digits;
+pub mod muladd;
+pub mod muladd_by_hand;
+pub mod muladd_kernel;
+pub mod muladd_kernel_float32;
+pub mod muladd_unified;
+pub mod old_style;
+
+mod digits;
+mod progress;
+
+pub use digits::{shuffled, Digits};
+pub use progress::{epoch_bar, save_loss_curve};
+
+/// `cuda:0` when kusari finds a CUDA device (a GPU, or the emulated device under
+/// `KUSARI_CUDA_EMULATE=1`), else the host after saying why. Under `KUSARI_REQUIRE_GPU` a
+/// missing device is an error, so that CI cannot pass an example's GPU path without running it.
+pub fn gpu_or_host() -> Result<Device> {
+    Ok(kusari::testing::cuda_or_skip("the example's GPU path")?.unwrap_or(Device::Cpu))
+}
+
+/// Whether `actual` and `expected` have one shape and agree elementwise within
+/// `tol * (1 + |expected|)`, whatever their dtypes.
+///
+/// ```
+/// use kusari::Array;
+/// let a = Array::from_vec(vec![1.0f32, 2.0], &[2])?;
+/// let b = Array::from_vec(vec![1.0f64, 2.000_001], &[2])?;
+/// assert!(kusari_examples::allclose(&a, &b, 1e-5)?);
+/// # Ok::<(), kusari::Error>(())
+/// ```
+pub fn allclose(actual: &Array, expected: &Array, tol: f64) -> Result<bool> {
+    let (a, e) = (actual.to_f64_vec()?, expected.to_f64_vec()?);
+    Ok(actual.shape() == expected.shape()
+        && a.iter()
+            .zip(&e)
+            .all(|(a, e)| (a - e).abs() <= tol * (1.0 + e.abs())))
+}
+
+/// The README's code blocks, compiled and run as doc tests so that they stay correct.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
