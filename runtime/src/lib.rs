@@ -50,7 +50,7 @@ pub use device::{default_device, using_device, Device, DeviceGuard};
 pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
 pub use function::Function;
-pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode, InputMeta};
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
