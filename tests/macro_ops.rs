@@ -379,3 +379,95 @@ fn constructor_parameters_follow_the_inputs_in_the_wrapper() -> Result<()> {
     assert!(matches!(launch, Err(Error::CudaUnavailable { .. })));
     Ok(())
 }
+
+/// y = b + exp(x), `b` broadcast along the rows of `x`: backward needs `b`'s shape (to sum its
+/// gradient back) but not its values, and `x`'s value.
+struct BiasExp;
+
+#[function_node]
+impl BiasExp {
+    #[retain(meta(b), x)]
+    fn forward(&self, b: &Array, x: &Array) -> Result<Array> {
+        b + &x.exp()?
+    }
+
+    fn backward(&self, b: &InputMeta, x: &Variable, gy: &Variable) -> Result<(Variable, Variable)> {
+        assert_eq!((b.dtype(), b.device()), (x.dtype(), x.device()));
+        assert_eq!(b.ndim(), b.shape().len());
+        Ok((F::sum_to(gy, b.shape())?, (gy * &F::exp(x)?)?))
+    }
+}
+
+#[test]
+fn a_meta_retained_input_gives_first_and_second_order_gradients() -> Result<()> {
+    let op: Op<'_> = &|v| Ok(vec![bias_exp(v[0], v[1])?]);
+    let xs = [uniform(&[3], 40), uniform(&[2, 3], 41)];
+    check_backward(op, &xs, 42)?;
+    check_double_backward(op, &xs, 43)?;
+
+    // By hand: b's gradient is the column sums of gy, x's is gy * exp(x).
+    let (b, x) = (Variable::new(xs[0].clone()), Variable::new(xs[1].clone()));
+    let y = bias_exp(&b, &x)?;
+    y.set_grad_array(Array::from_vec(
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        &[2, 3],
+    )?)?;
+    y.backward()?;
+    assert_eq!(
+        b.grad_array().expect("b.grad").to_vec::<f64>()?,
+        [5.0, 7.0, 9.0]
+    );
+    let want: Vec<f64> = (xs[1].to_vec::<f64>()?.iter().zip(1..))
+        .map(|(x, g)| f64::from(g) * x.exp())
+        .collect();
+    let want = Array::from_vec(want, &[2, 3])?;
+    assert_close(&x.grad_array().expect("x.grad"), &want, 1e-12, 1e-12);
+    Ok(())
+}
+
+/// `meta(b)` keeps `b`'s shape and dtype, not its buffer: an intermediate `b` is freed once its
+/// variable is dropped, and backward still reaches what `b` came from. A retained value (as
+/// `F::mul` retains both operands) keeps the buffer until the graph goes.
+#[test]
+fn a_meta_retained_input_does_not_keep_its_data_alive() -> Result<()> {
+    let leaf = Variable::new(uniform(&[3], 50));
+    let x = Variable::new(uniform(&[2, 3], 51));
+
+    let b = F::mul_scalar(&leaf, 2.0)?;
+    let data = b.array().downgrade();
+    let y = bias_exp(&b, &x)?;
+    drop(b);
+    assert!(!data.is_alive(), "meta(b) kept b's buffer alive");
+    F::sum(&y)?.backward()?;
+    assert_eq!(
+        leaf.grad_array().expect("leaf.grad").to_vec::<f64>()?,
+        [4.0; 3]
+    );
+
+    // The built-ins that need only shapes retain them the same way (those whose output is a
+    // view, as reshape's, share the buffer by design).
+    let b = F::mul_scalar(&leaf, 2.0)?;
+    let data = b.array().downgrade();
+    let sums = [
+        F::add(&b, &x)?,
+        F::sub(&x, &b)?,
+        F::sum(&b)?,
+        F::mean(&b, None, false)?,
+        F::where_(&x.array().gt_scalar(0.0)?, &x, &b)?,
+    ];
+    drop(b);
+    assert!(
+        !data.is_alive(),
+        "a shape-only built-in kept its input alive"
+    );
+    drop(sums);
+
+    let b = F::mul_scalar(&leaf, 2.0)?;
+    let data = b.array().downgrade();
+    let y = F::mul(&b, &x)?;
+    drop(b);
+    assert!(data.is_alive(), "F::mul retains its operands");
+    drop(y);
+    assert!(!data.is_alive());
+    Ok(())
+}

@@ -14,6 +14,21 @@
 //! | `kernel-default-name-not-c`     | an op whose default kernel name is not ASCII         |
 //! | `kernel-body-unbalanced`        | a body that closes the kernel and defines another    |
 //!
+//! The misuses of `#[retain(..)]`'s `meta(..)` (an input's shape, dtype and device, without
+//! its data), one file each in `ui/fail/` (`ui/pass/retain-meta.rs` is the accepted form):
+//!
+//! | file                               | what is tried                                     |
+//! |------------------------------------|---------------------------------------------------|
+//! | `retain-meta-names-non-input`      | `meta(c)` for a `c` that is not an input          |
+//! | `retain-meta-and-value`            | `#[retain(a, meta(a))]`                           |
+//! | `retain-meta-twice`                | `#[retain(meta(a, b), meta(a))]`                  |
+//! | `retain-meta-empty`                | `meta()`                                          |
+//! | `retain-meta-of-output`            | `meta(output = 0)`                                |
+//! | `retain-unknown-group`             | `shape(a)`, a form that does not exist            |
+//! | `backward-takes-meta-as-variable`  | a `meta(a)` input taken as `&Variable`            |
+//! | `backward-takes-value-as-meta`     | a retained value taken as `&InputMeta`            |
+//! | `backward-meta-out-of-order`       | backward's parameters not in `#[retain]` order    |
+//!
 //! Regenerate the `.stderr` files after a deliberate change of a message with
 //! `TRYBUILD=overwrite cargo test -p kusari-tests --test ui`, then read every diff.
 

@@ -77,11 +77,30 @@ pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
     options
 }
 
-/// `#[retain(x, y, output = 0)]`: inputs by name, outputs by index.
+/// `#[retain(x, meta(y), output = 0)]`: inputs by name, by value or as `meta(..)` (shape,
+/// dtype and device only), and outputs by index.
 #[derive(Default)]
 pub struct Retain {
-    pub inputs: Vec<Ident>,
+    /// The inputs backward receives, in the order written.
+    pub inputs: Vec<RetainedInput>,
     pub outputs: Vec<LitInt>,
+}
+
+/// One input named in `#[retain(..)]`.
+pub struct RetainedInput {
+    pub ident: Ident,
+    /// Whether it is named inside `meta(..)`: backward gets its `InputMeta`, not its value.
+    pub meta: bool,
+}
+
+impl RetainedInput {
+    /// As written in `#[retain(..)]`: `x` or `meta(x)`.
+    pub fn describe(&self) -> String {
+        match self.meta {
+            true => format!("{}({})", kw::META, self.ident),
+            false => self.ident.to_string(),
+        }
+    }
 }
 
 pub fn parse_retain(cx: &Ctxt, attrs: &[Attribute]) -> Retain {
@@ -94,12 +113,26 @@ pub fn parse_retain(cx: &Ctxt, attrs: &[Attribute]) -> Retain {
         }
         seen = Some(attr);
         let result = attr.parse_nested_meta(|meta| {
+            let group = meta.input.peek(syn::token::Paren);
             if meta.path.is_ident(kw::OUTPUT) && meta.input.peek(syn::Token![=]) {
                 retain.outputs.push(meta.value()?.parse()?);
-            } else if let Some(ident) = meta.path.get_ident() {
-                retain.inputs.push(ident.clone());
+            } else if meta.path.is_ident(kw::META) && group {
+                parse_meta_group(cx, &meta, &mut retain.inputs)?;
+            } else if let (Some(ident), false) = (meta.path.get_ident(), group) {
+                retain.inputs.push(RetainedInput {
+                    ident: ident.clone(),
+                    meta: false,
+                });
             } else {
-                cx.error_spanned_by(&meta.path, "expected an input name or `output = N`");
+                let path = &meta.path;
+                let written = quote::quote!(#path).to_string().replace(' ', "");
+                cx.error_spanned_by(
+                    &meta.path,
+                    format!(
+                        "unknown `{written}` in #[retain(..)]: expected an input name, `meta(x)` (an input's shape, dtype and device) or `output = N`"
+                    ),
+                );
+                skip_value(&meta)?;
             }
             Ok(())
         });
@@ -108,6 +141,49 @@ pub fn parse_retain(cx: &Ctxt, attrs: &[Attribute]) -> Retain {
         }
     }
     retain
+}
+
+/// The names inside `meta(..)`, which must be plain input names, at least one.
+fn parse_meta_group(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    inputs: &mut Vec<RetainedInput>,
+) -> syn::Result<()> {
+    let group: proc_macro2::Group = meta.input.fork().parse()?;
+    if group.stream().is_empty() {
+        cx.error_spanned_by(&meta.path, "meta(..) names no input: `meta(x)`");
+        return skip_value(meta);
+    }
+    meta.parse_nested_meta(|inner| {
+        match (
+            inner.path.get_ident(),
+            inner.input.is_empty() || inner.input.peek(syn::Token![,]),
+        ) {
+            (Some(ident), true) => inputs.push(RetainedInput {
+                ident: ident.clone(),
+                meta: true,
+            }),
+            _ => {
+                cx.error_spanned_by(
+                    &inner.path,
+                    "meta(..) lists input names: `meta(x, y)` (outputs have no meta form)",
+                );
+                skip_value(&inner)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Skips what follows a key that was reported (`= value` or `(..)`), so the keys after it are
+/// still read.
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse::<syn::Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _group: proc_macro2::Group = meta.input.parse()?;
+    }
+    Ok(())
 }
 
 /// `#[forward_gpu(inputs = "..", outputs = "..", body = "..", params = "..", name = "..",

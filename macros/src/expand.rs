@@ -74,11 +74,13 @@ fn function_node_impl(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
     let label = node.ident.to_string();
     let n = forward.inputs.len();
     let args: Vec<TokenStream> = (0..n).map(|i| quote!(__inputs[#i])).collect();
+    // A `meta(..)` input is not retained: its node keeps its shape, dtype and device anyway.
     let retain_inputs: Vec<usize> = forward
         .retain
         .inputs
         .iter()
-        .filter_map(|r| forward.inputs.iter().position(|i| *i == r))
+        .filter(|r| !r.meta)
+        .filter_map(|r| forward.inputs.iter().position(|i| **i == r.ident))
         .collect();
     let retain_outputs: Vec<usize> = forward
         .retain
@@ -212,8 +214,15 @@ fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
     };
     let mut args: Vec<TokenStream> = Vec::new();
     for r in &forward.retain.inputs {
-        let i = forward.inputs.iter().position(|x| *x == r).unwrap_or(0);
-        args.push(quote!(&ctx.retained_input(#i)?));
+        let i = forward
+            .inputs
+            .iter()
+            .position(|x| **x == r.ident)
+            .unwrap_or(0);
+        args.push(match r.meta {
+            true => quote!(&ctx.input_meta(#i)?),
+            false => quote!(&ctx.retained_input(#i)?),
+        });
     }
     for l in &forward.retain.outputs {
         let i: usize = l.base10_parse().unwrap_or(0);

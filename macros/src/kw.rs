@@ -31,6 +31,12 @@ pub const DTYPE_KINDS: &[&str] = &["float", "numeric"];
 
 /// The key of `#[retain(..)]` that names an output by index.
 pub const OUTPUT: &str = "output";
+/// `#[retain(meta(x))]`: the input's shape, dtype and device, without its data.
+pub const META: &str = "meta";
+/// The type backward takes a `meta(..)` input as.
+pub const INPUT_META: &str = "InputMeta";
+/// The type backward takes a retained input or output as.
+pub const VARIABLE: &str = "Variable";
 
 /// Type names the macro recognises in signatures.
 pub const RESULT: &str = "Result";

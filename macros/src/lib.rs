@@ -53,9 +53,14 @@ use proc_macro::TokenStream;
 ///   (or `forward_cpu`): an elementwise CUDA kernel in CuPy's signature grammar, with optional
 ///   `params = "T alpha"` (scalars read from the struct's fields) and `name = ".."`.
 /// - `#[retain(x, y, output = 0)]` on the forward: the inputs (by name) and outputs (by index)
-///   that `backward` receives.
-/// - `backward(&self, <retained inputs, in #[retain] order>, <retained outputs>, <one gradient
-///   per output>, [needs: &[usize]])`: a gradient parameter typed `&Variable` gets zeros when no
+///   that `backward` receives as `&Variable`s. `meta(..)` among them, as in
+///   `#[retain(x, meta(b))]`, names inputs whose shape, dtype and device alone `backward` needs:
+///   it receives each as `b: &InputMeta` (`b.shape()`, `b.dtype()`, `b.device()`), and the
+///   input's data is not kept alive for it (what an op that sums a broadcast gradient back to an
+///   input's shape needs, as `F::add` does).
+/// - `backward(&self, <retained inputs, values and metas, in #[retain] order>, <retained
+///   outputs>, <one gradient per output>, [needs: &[usize]])`: a gradient parameter typed
+///   `&Variable` gets zeros when no
 ///   gradient reached that output, one typed `Option<&Variable>` gets `None`; the optional last
 ///   `&[usize]` lists the inputs whose gradients are wanted. It returns one `Variable` or
 ///   `Option<Variable>` per input (a tuple, or a single value for one input), bare or in `Result`.
@@ -72,7 +77,10 @@ use proc_macro::TokenStream;
 ///
 /// # What it checks at compile time
 ///
-/// A backward that reads an input the forward does not retain; `#[retain]` naming a non-input;
+/// A backward that reads an input the forward does not retain, or takes a retained input as the
+/// wrong one of `&Variable` and `&InputMeta`; `#[retain]` naming a non-input, an input twice or
+/// both by value and as `meta(..)`, an empty `meta()`, or anything but input names, `meta(..)`
+/// and `output = N`; a default wrapper name that is a keyword (`struct Where` gives `where`);
 /// kernel inputs that are not forward's parameters, or a kernel output count that is not
 /// forward's; placeholders bound by no array input; unknown types or keywords, reserved names
 /// (`i`, `n`, a leading `_`) and duplicate names in signatures; a backward returning the wrong
@@ -125,6 +133,10 @@ use proc_macro::TokenStream;
 ///     Ok(__out0)
 /// }
 /// ```
+///
+/// An input retained as `meta(b)` is left out of `ctx.retain_inputs` (its node records its
+/// shape, dtype and device anyway), and backward gets `&ctx.input_meta(i)?` for it: nothing is
+/// allocated for it in forward or backward.
 #[proc_macro_attribute]
 pub fn function_node(args: TokenStream, input: TokenStream) -> TokenStream {
     let item = match syn::parse::<syn::ItemImpl>(input) {

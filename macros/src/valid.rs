@@ -3,9 +3,10 @@
 use kusari_kernels::names::check_kernel_name as check_kernel_name_rules;
 use kusari_kernels::{ElementwiseSignature, SignatureList};
 use quote::ToTokens;
-use syn::{LitStr, ReturnType, Type};
+use syn::{Ident, LitStr, ReturnType, Type};
 
 use crate::ast::{Backward, Forward, Node};
+use crate::attr::RetainedInput;
 use crate::ctxt::Ctxt;
 use crate::kw;
 
@@ -14,12 +15,25 @@ use crate::kw;
 const MAX_REPORTED: usize = 20;
 
 pub fn check(cx: &Ctxt, node: &Node<'_>) {
-    if let Some(name) = &node.options.name {
-        if syn::parse_str::<syn::Ident>(&name.value()).is_err() {
-            cx.error_spanned_by(
-                name,
-                format!("`{}` is not a valid function name", name.value()),
-            );
+    match &node.options.name {
+        Some(name) => {
+            if syn::parse_str::<Ident>(&name.value()).is_err() {
+                cx.error_spanned_by(
+                    name,
+                    format!("`{}` is not a valid function name", name.value()),
+                );
+            }
+        }
+        None => {
+            let name = node.wrapper_name();
+            if syn::parse_str::<Ident>(&name).is_err() {
+                cx.error_spanned_by(
+                    &node.item.self_ty,
+                    format!(
+                        "the wrapper's default name `{name}` is not a valid function name (a keyword?): give it one with #[function_node(name = \"..\")]"
+                    ),
+                );
+            }
         }
     }
     let Some(forward) = &node.forward else {
@@ -70,7 +84,10 @@ fn check_forward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
 
 fn check_retain(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
     let names: Vec<String> = forward.inputs.iter().map(|i| i.to_string()).collect();
-    for (i, ident) in forward.retain.inputs.iter().enumerate() {
+    let retained = &forward.retain.inputs;
+    for (i, r) in retained.iter().enumerate() {
+        let ident = &r.ident;
+        let earlier = retained[..i].iter().find(|e| e.ident == *ident);
         if !forward.inputs.contains(&ident) {
             cx.error_spanned_by(
                 ident,
@@ -79,8 +96,17 @@ fn check_retain(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
                     names.join(", ")
                 ),
             );
-        } else if forward.retain.inputs[..i].contains(ident) {
-            cx.error_spanned_by(ident, format!("`{ident}` is retained twice"));
+        } else if let Some(earlier) = earlier {
+            if earlier.meta == r.meta {
+                cx.error_spanned_by(ident, format!("`{}` is retained twice", r.describe()));
+            } else {
+                cx.error_spanned_by(
+                    ident,
+                    format!(
+                        "`{ident}` is retained both by value and as `meta({ident})`: a retained value has its shape and dtype too (`{ident}.shape()`, `{ident}.dtype()`); keep one"
+                    ),
+                );
+            }
         }
     }
     for lit in &forward.retain.outputs {
@@ -278,37 +304,40 @@ fn check_backward_params(
     let retained = &forward.retain.inputs;
     let mut unretained_read = false;
     for (name, _) in params {
-        if forward.inputs.contains(name) && !retained.contains(name) {
+        if forward.inputs.contains(name) && !retained.iter().any(|r| r.ident == **name) {
             unretained_read = true;
             cx.error_spanned_by(
                 name,
-                format!("backward reads input `{name}`, which forward does not retain: add it to #[retain(..)]"),
+                format!("backward reads input `{name}`, which forward does not retain: add `{name}` to #[retain(..)], or `meta({name})` for its shape and dtype alone"),
             );
         }
     }
-    // A #[retain] naming a non-input was reported there; backward cannot match it.
-    if unretained_read || retained.iter().any(|r| !forward.inputs.contains(&r)) {
+    // A #[retain] naming a non-input or an input twice was reported there; backward cannot
+    // match it.
+    let misnamed = retained.iter().enumerate().any(|(i, r)| {
+        !forward.inputs.contains(&&r.ident) || retained[..i].iter().any(|e| e.ident == r.ident)
+    });
+    if unretained_read || misnamed {
         return;
     }
-    let list = |v: &[syn::Ident]| {
-        v.iter()
-            .map(|i| i.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let list = retained
+        .iter()
+        .map(|r| r.describe())
+        .collect::<Vec<_>>()
+        .join(", ");
     for (i, want) in retained.iter().enumerate() {
-        if params.get(i).map(|(name, _)| *name) != Some(want) {
-            let at = params
-                .get(i)
-                .map_or(&backward.func.sig.ident, |(name, _)| *name);
-            cx.error_spanned_by(
-                at,
-                format!(
-                    "backward's first parameters are the retained inputs, in #[retain] order: {}",
-                    list(retained)
-                ),
-            );
-            return;
+        match params.get(i) {
+            Some((name, ty)) if **name == want.ident => check_retained_type(cx, want, name, ty),
+            other => {
+                let at = other.map_or(&backward.func.sig.ident, |(name, _)| *name);
+                cx.error_spanned_by(
+                    at,
+                    format!(
+                        "backward's first parameters are the retained inputs, in #[retain] order: {list}"
+                    ),
+                );
+                return;
+            }
         }
     }
     let (k, m, g) = (
@@ -323,6 +352,32 @@ fn check_backward_params(
                 "backward takes {k} retained input(s), {m} retained output(s) and one gradient per output ({g}): {} parameter(s), found {}",
                 k + m + g,
                 params.len()
+            ),
+        );
+    }
+}
+
+/// A retained input is taken as `&Variable`, a `meta(..)` one as `&InputMeta`. Only the other
+/// type is reported here (any other type is left to the compiler): the generated call would
+/// otherwise fail at the macro's span with a bare type mismatch.
+fn check_retained_type(cx: &Ctxt, retained: &RetainedInput, name: &Ident, ty: &Type) {
+    let Type::Reference(r) = ty else { return };
+    let Type::Path(p) = &*r.elem else { return };
+    let Some(last) = p.path.segments.last() else {
+        return;
+    };
+    if retained.meta && last.ident == kw::VARIABLE {
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "`{name}` is retained as `meta({name})`: backward takes it as `&InputMeta` (its shape, dtype and device); retain `{name}` itself for its value"
+            ),
+        );
+    } else if !retained.meta && last.ident == kw::INPUT_META {
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "`{name}` is retained by value: backward takes it as `&Variable`; for its shape and dtype alone, retain it as `meta({name})`"
             ),
         );
     }

@@ -430,8 +430,8 @@ pub(crate) fn cast_kernel(from: DType, to: DType) -> &'static ElementwiseKernel 
 
 /// Every elementwise kernel kusari's own array operations launch on CUDA, each with the dtypes
 /// its type placeholders take there (half-precision math runs in float32), so that a test can
-/// compile every one with NVRTC. Kernels of `#[function_node]` ops are listed by
-/// [`crate::functions::kernels`] and each op's `KERNELS`.
+/// compile every one with NVRTC. The built-in functions run these (they declare no kernels of
+/// their own); a `#[function_node]` op lists its `#[forward_gpu(..)]` kernel in `Op::KERNELS`.
 pub fn array_kernels() -> Vec<(ElementwiseKernel, &'static [DType])> {
     const ALL: &[DType] = &DType::ALL;
     const NUMERIC: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];

@@ -47,7 +47,7 @@ pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
 pub use graph::{
     apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
-    GradOptions, Variable,
+    GradOptions, InputMeta, Variable,
 };
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;

@@ -1,57 +1,47 @@
 //! Arithmetic: `+ - * /`, negation, powers, maximum, `where`, and their scalar forms.
 
-use super::{apply1, only, sum_to};
+use super::sum_to;
 use crate::error::Result;
-use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{function_node, Array, Variable};
-
-type Grads = Result<Vec<Option<Variable>>>;
-
-/// Sums `g` back to the shape of input `i` (undoing broadcasting).
-fn to_input(ctx: &BackwardContext<'_>, i: usize, g: Result<Variable>) -> Result<Option<Variable>> {
-    Ok(Some(sum_to(&g?, ctx.input_shape(i)?)?))
-}
-
-// Add, Sub and Where are written against the trait: their backward needs the inputs' shapes
-// (to sum broadcast gradients back) but not their values, and a `#[function_node]` backward
-// sees only retained values. Retaining both inputs just for their shapes would keep them alive
-// for nothing; the macro lacks a way to ask for input shapes (a gap noted for later).
-struct Add;
-impl FunctionNode for Add {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].add(&x[1])?])
-    }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let gy = only(gys);
-        Ok(vec![
-            to_input(ctx, 0, Ok(gy.clone()))?,
-            to_input(ctx, 1, Ok(gy.clone()))?,
-        ])
-    }
-}
+use crate::{function_node, Array, InputMeta, Variable};
 
 /// `a + b`, broadcasting.
-pub fn add(a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Add, &[a, b])
-}
+pub struct Add;
 
-struct Sub;
-impl FunctionNode for Sub {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].sub(&x[1])?])
+#[function_node(crate = "crate")]
+impl Add {
+    #[retain(meta(a, b))]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.add(b)
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let gy = only(gys);
-        Ok(vec![
-            to_input(ctx, 0, Ok(gy.clone()))?,
-            to_input(ctx, 1, neg(gy))?,
-        ])
+
+    fn backward(
+        &self,
+        a: &InputMeta,
+        b: &InputMeta,
+        gy: &Variable,
+    ) -> Result<(Variable, Variable)> {
+        Ok((sum_to(gy, a.shape())?, sum_to(gy, b.shape())?))
     }
 }
 
 /// `a - b`, broadcasting.
-pub fn sub(a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Sub, &[a, b])
+pub struct Sub;
+
+#[function_node(crate = "crate")]
+impl Sub {
+    #[retain(meta(a, b))]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.sub(b)
+    }
+
+    fn backward(
+        &self,
+        a: &InputMeta,
+        b: &InputMeta,
+        gy: &Variable,
+    ) -> Result<(Variable, Variable)> {
+        Ok((sum_to(gy, a.shape())?, sum_to(&neg(gy)?, b.shape())?))
+    }
 }
 
 /// `a * b`, broadcasting.
@@ -60,7 +50,6 @@ pub struct Mul;
 #[function_node(crate = "crate")]
 impl Mul {
     #[retain(a, b)]
-    #[forward_gpu(inputs = "T a, T b", outputs = "T y", body = "y = a * b;")]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.mul(b)
     }
@@ -85,12 +74,6 @@ pub struct Div;
 #[function_node(crate = "crate")]
 impl Div {
     #[retain(a, b)]
-    // Integer division by zero gives 0, as on the host (`T(0.5) == T(0)` only for integers).
-    #[forward_gpu(
-        inputs = "T a, T b",
-        outputs = "T y",
-        body = "y = (T(0.5) == T(0) && b == T(0)) ? T(0) : T(a / b);"
-    )]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.div(b)
     }
@@ -116,7 +99,6 @@ pub struct Neg;
 
 #[function_node(crate = "crate")]
 impl Neg {
-    #[forward_gpu(inputs = "T x", outputs = "T y", body = "y = -x;")]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.neg()
     }
@@ -150,7 +132,6 @@ impl AddConstant {
         AddConstant { c }
     }
 
-    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = x + c;")]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.add_scalar(self.c)
     }
@@ -171,7 +152,6 @@ impl MulConstant {
         MulConstant { c }
     }
 
-    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = x * c;")]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.mul_scalar(self.c)
     }
@@ -192,7 +172,6 @@ impl SubFromConstant {
         SubFromConstant { c }
     }
 
-    #[forward_gpu(inputs = "T x", outputs = "T y", params = "T c", body = "y = c - x;")]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.rsub_scalar(self.c)
     }
@@ -214,12 +193,6 @@ impl DivFromConstant {
     }
 
     #[retain(x)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        params = "T c",
-        body = "y = (T(0.5) == T(0) && x == T(0)) ? T(0) : T(c / x);"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.rdiv_scalar(self.c)
     }
@@ -242,13 +215,6 @@ impl PowConstant {
     }
 
     #[retain(x)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        params = "T c",
-        body = "y = pow(x, c);",
-        dtypes = "float"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.pow_scalar(self.c)
     }
@@ -275,12 +241,6 @@ pub struct Pow;
 #[function_node(crate = "crate")]
 impl Pow {
     #[retain(a, b, output = 0)]
-    #[forward_gpu(
-        inputs = "T a, T b",
-        outputs = "T y",
-        body = "y = pow(a, b);",
-        dtypes = "float"
-    )]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.pow(b)
     }
@@ -311,12 +271,6 @@ pub struct Maximum;
 #[function_node(crate = "crate")]
 impl Maximum {
     #[retain(a, b)]
-    // NaN propagates, as in the host's maximum (`a != a` holds only for NaN).
-    #[forward_gpu(
-        inputs = "T a, T b",
-        outputs = "T y",
-        body = "y = (a != a || a >= b) ? a : b;"
-    )]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.maximum(b)
     }
@@ -332,24 +286,37 @@ impl Maximum {
     }
 }
 
+/// Elements of `a` where `cond` holds, of `b` elsewhere (the node of [`where_`]).
 struct Where {
     cond: Array,
 }
-impl FunctionNode for Where {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![Array::where_cond(&self.cond, &x[0], &x[1])?])
+
+#[function_node(crate = "crate", name = "where_node")]
+impl Where {
+    fn new(cond: &Array) -> Self {
+        Where { cond: cond.clone() }
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let gy = only(gys);
+
+    #[retain(meta(a, b))]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        Array::where_cond(&self.cond, a, b)
+    }
+
+    fn backward(
+        &self,
+        a: &InputMeta,
+        b: &InputMeta,
+        gy: &Variable,
+    ) -> Result<(Variable, Variable)> {
         let zero = Variable::constant(gy.array().zeros_like()?);
-        Ok(vec![
-            to_input(ctx, 0, where_(&self.cond, gy, &zero))?,
-            to_input(ctx, 1, where_(&self.cond, &zero, gy))?,
-        ])
+        Ok((
+            sum_to(&where_(&self.cond, gy, &zero)?, a.shape())?,
+            sum_to(&where_(&self.cond, &zero, gy)?, b.shape())?,
+        ))
     }
 }
 
 /// Elements of `a` where `cond` (a bool array, not differentiated) holds, of `b` elsewhere.
 pub fn where_(cond: &Array, a: &Variable, b: &Variable) -> Result<Variable> {
-    apply1(Where { cond: cond.clone() }, &[a, b])
+    where_node(a, b, cond)
 }

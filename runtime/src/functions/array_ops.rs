@@ -3,23 +3,28 @@
 use super::{apply1, only};
 use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{Array, DType, Variable};
+use crate::{function_node, Array, DType, InputMeta, Variable};
 
-type Grads = Result<Vec<Option<Variable>>>;
-
-// These shape and type changes are written against the trait: each backward needs the input's
-// shape or dtype but not its values, and a `#[function_node]` backward only sees retained
-// values. Retaining the input for its shape alone would keep its buffer alive; the macro has no
-// way yet to pass input shapes and dtypes to backward (a gap to close).
+/// The same elements in another shape (the node of [`reshape`]).
 struct Reshape {
     shape: Vec<usize>,
 }
-impl FunctionNode for Reshape {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].reshape(&self.shape)?])
+
+#[function_node(crate = "crate", name = "reshape_node")]
+impl Reshape {
+    fn new(shape: &[usize]) -> Self {
+        Reshape {
+            shape: shape.to_vec(),
+        }
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(reshape(only(gys), ctx.input_shape(0)?)?)])
+
+    #[retain(meta(x))]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.reshape(&self.shape)
+    }
+
+    fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
+        reshape(gy, x.shape())
     }
 }
 
@@ -28,27 +33,30 @@ pub fn reshape(x: &Variable, shape: &[usize]) -> Result<Variable> {
     if x.shape() == shape {
         return Ok(x.clone());
     }
-    apply1(
-        Reshape {
-            shape: shape.to_vec(),
-        },
-        &[x],
-    )
+    reshape_node(x, shape)
 }
 
+/// Axes permuted (the node of [`transpose`]).
 struct Transpose {
     axes: Vec<usize>,
 }
-impl FunctionNode for Transpose {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].transpose(Some(&self.axes))?])
+
+#[function_node(crate = "crate", name = "transpose_node")]
+impl Transpose {
+    fn new(axes: Vec<usize>) -> Self {
+        Transpose { axes }
     }
-    fn backward(&self, _: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
+
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.transpose(Some(&self.axes))
+    }
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
         let mut inverse = vec![0; self.axes.len()];
         for (i, &a) in self.axes.iter().enumerate() {
             inverse[a] = i;
         }
-        Ok(vec![Some(transpose(only(gys), Some(&inverse))?)])
+        transpose(gy, Some(&inverse))
     }
 }
 
@@ -60,18 +68,29 @@ pub fn transpose(x: &Variable, axes: Option<&[usize]>) -> Result<Variable> {
     };
     // Validates the permutation with the array's own message.
     x.array().transpose(Some(&axes))?;
-    apply1(Transpose { axes }, &[x])
+    transpose_node(x, axes)
 }
 
+/// A broadcast view (the node of [`broadcast_to`]).
 struct BroadcastTo {
     shape: Vec<usize>,
 }
-impl FunctionNode for BroadcastTo {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].broadcast_to(&self.shape)?])
+
+#[function_node(crate = "crate", name = "broadcast_to_node")]
+impl BroadcastTo {
+    fn new(shape: &[usize]) -> Self {
+        BroadcastTo {
+            shape: shape.to_vec(),
+        }
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(sum_to(only(gys), ctx.input_shape(0)?)?)])
+
+    #[retain(meta(x))]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.broadcast_to(&self.shape)
+    }
+
+    fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
+        sum_to(gy, x.shape())
     }
 }
 
@@ -80,23 +99,29 @@ pub fn broadcast_to(x: &Variable, shape: &[usize]) -> Result<Variable> {
     if x.shape() == shape {
         return Ok(x.clone());
     }
-    apply1(
-        BroadcastTo {
-            shape: shape.to_vec(),
-        },
-        &[x],
-    )
+    broadcast_to_node(x, shape)
 }
 
+/// Broadcast axes summed away (the node of [`sum_to`]).
 struct SumTo {
     shape: Vec<usize>,
 }
-impl FunctionNode for SumTo {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![x[0].sum_to(&self.shape)?])
+
+#[function_node(crate = "crate", name = "sum_to_node")]
+impl SumTo {
+    fn new(shape: &[usize]) -> Self {
+        SumTo {
+            shape: shape.to_vec(),
+        }
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(broadcast_to(only(gys), ctx.input_shape(0)?)?)])
+
+    #[retain(meta(x))]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.sum_to(&self.shape)
+    }
+
+    fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
+        broadcast_to(gy, x.shape())
     }
 }
 
@@ -105,12 +130,7 @@ pub fn sum_to(x: &Variable, shape: &[usize]) -> Result<Variable> {
     if x.shape() == shape {
         return Ok(x.clone());
     }
-    apply1(
-        SumTo {
-            shape: shape.to_vec(),
-        },
-        &[x],
-    )
+    sum_to_node(x, shape)
 }
 
 /// Length-1 axes removed (`None`: all).
@@ -125,6 +145,10 @@ pub fn expand_dims(x: &Variable, axis: isize) -> Result<Variable> {
     reshape(x, &shape)
 }
 
+type Grads = Result<Vec<Option<Variable>>>;
+
+// Written against the trait: its label names the target dtype (`AsType(float32)`), and a
+// `#[function_node]` label is the type's name.
 struct AsType {
     dtype: DType,
 }

@@ -1,11 +1,8 @@
 //! Softmax, log-softmax and softmax cross entropy.
 
-use super::{apply1, exp, mul, mul_scalar, neg, only, sub, sum, sum_axes};
+use super::{exp, mul, mul_scalar, neg, sub, sum, sum_axes};
 use crate::error::{Error, Result};
-use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{function_node, Array, DType, Variable};
-
-type Grads = Result<Vec<Option<Variable>>>;
+use crate::{function_node, Array, DType, InputMeta, Variable};
 
 /// `log(softmax(x))` along an axis.
 struct LogSoftmax {
@@ -34,9 +31,6 @@ impl LogSoftmax {
     }
 }
 
-// SelectItem and ScatterItem are written against the trait: each one's backward needs the
-// other's shape information (the class count, the labels) captured at forward time from the
-// input's shape, which a `#[function_node]` backward has no access to without retaining it.
 /// `log(softmax(x))` along `axis`, computed stably.
 pub fn log_softmax(x: &Variable, axis: isize) -> Result<Variable> {
     super::array_ops::expect_float("log_softmax", x)?;
@@ -53,9 +47,15 @@ pub fn softmax(x: &Variable, axis: isize) -> Result<Variable> {
 struct SelectItem {
     labels: Vec<i64>,
 }
-impl FunctionNode for SelectItem {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        let x = &x[0];
+
+#[function_node(crate = "crate", name = "select_item_node")]
+impl SelectItem {
+    fn new(labels: Vec<i64>) -> Self {
+        SelectItem { labels }
+    }
+
+    #[retain(meta(x))]
+    fn forward(&self, x: &Array) -> Result<Array> {
         let c = x.shape()[1];
         let idx: Vec<i64> = self
             .labels
@@ -72,17 +72,10 @@ impl FunctionNode for SelectItem {
         Array::from_cpu_vec(picked, &[self.labels.len()])
             .astype(x.dtype())?
             .to_device(x.device())
-            .map(|a| vec![a])
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let c = ctx.input_shape(0)?[1];
-        Ok(vec![Some(apply1(
-            ScatterItem {
-                labels: self.labels.clone(),
-                classes: c,
-            },
-            &[only(gys)],
-        )?)])
+
+    fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
+        scatter_item(gy, self.labels.clone(), x.shape()[1])
     }
 }
 
@@ -91,34 +84,35 @@ struct ScatterItem {
     labels: Vec<i64>,
     classes: usize,
 }
-impl FunctionNode for ScatterItem {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        let g = x[0].to_f64_vec()?;
+
+#[function_node(crate = "crate")]
+impl ScatterItem {
+    fn new(labels: Vec<i64>, classes: usize) -> Self {
+        ScatterItem { labels, classes }
+    }
+
+    fn forward(&self, g: &Array) -> Result<Array> {
+        let values = g.to_f64_vec()?;
         let mut out = vec![0.0; self.labels.len() * self.classes];
-        for (i, (&t, &gi)) in self.labels.iter().zip(&g).enumerate() {
+        for (i, (&t, &gi)) in self.labels.iter().zip(&values).enumerate() {
             if t >= 0 {
                 out[i * self.classes + t as usize] = gi;
             }
         }
         Array::from_cpu_vec(out, &[self.labels.len(), self.classes])
-            .astype(x[0].dtype())?
-            .to_device(x[0].device())
-            .map(|a| vec![a])
+            .astype(g.dtype())?
+            .to_device(g.device())
     }
-    fn backward(&self, _: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(apply1(
-            SelectItem {
-                labels: self.labels.clone(),
-            },
-            &[only(gys)],
-        )?)])
+
+    fn backward(&self, gy: &Variable) -> Result<Variable> {
+        select_item_node(gy, self.labels.clone())
     }
 }
 
 /// `x[i, t[i]]` for each row `i` of a `(N, C)` variable; rows labelled `-1` give 0 and no gradient.
 pub fn select_item(x: &Variable, t: &Array) -> Result<Variable> {
     let labels = check_labels("select_item", x, t)?;
-    apply1(SelectItem { labels }, &[x])
+    select_item_node(x, labels)
 }
 
 fn check_labels(op: &'static str, x: &Variable, t: &Array) -> Result<Vec<i64>> {
@@ -163,6 +157,6 @@ pub fn softmax_cross_entropy(x: &Variable, t: &Array) -> Result<Variable> {
     let labels = check_labels("softmax_cross_entropy", x, t)?;
     let count = labels.iter().filter(|&&l| l >= 0).count().max(1);
     let log_p = log_softmax(x, 1)?;
-    let picked = apply1(SelectItem { labels }, &[&log_p])?;
+    let picked = select_item_node(&log_p, labels)?;
     mul_scalar(&neg(&sum(&picked)?)?, 1.0 / count as f64)
 }

@@ -1,5 +1,5 @@
 //! Elementwise math: exp, log, sqrt, tanh, sigmoid, relu — each declared with `#[function_node]`,
-//! with the CUDA kernel its GPU forward runs.
+//! its forward the array operation of the same name (on every device).
 
 use crate::error::Result;
 use crate::{function_node, Array, Variable};
@@ -12,12 +12,6 @@ pub struct Exp;
 #[function_node(crate = "crate")]
 impl Exp {
     #[retain(output = 0)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        body = "y = exp(x);",
-        dtypes = "float"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.exp()
     }
@@ -33,12 +27,6 @@ pub struct Log;
 #[function_node(crate = "crate")]
 impl Log {
     #[retain(x)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        body = "y = log(x);",
-        dtypes = "float"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.log()
     }
@@ -54,12 +42,6 @@ pub struct Sqrt;
 #[function_node(crate = "crate")]
 impl Sqrt {
     #[retain(output = 0)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        body = "y = sqrt(x);",
-        dtypes = "float"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.sqrt()
     }
@@ -75,12 +57,6 @@ pub struct Tanh;
 #[function_node(crate = "crate")]
 impl Tanh {
     #[retain(output = 0)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        body = "y = tanh(x);",
-        dtypes = "float"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.tanh()
     }
@@ -96,12 +72,6 @@ pub struct Sigmoid;
 #[function_node(crate = "crate")]
 impl Sigmoid {
     #[retain(output = 0)]
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        body = "y = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));",
-        dtypes = "float"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.sigmoid()
     }
@@ -117,12 +87,6 @@ pub struct Relu;
 #[function_node(crate = "crate")]
 impl Relu {
     #[retain(output = 0)]
-    // As the host's `maximum(x, 0)`: NaN stays NaN (`x != x`) and -0.0 stays -0.0.
-    #[forward_gpu(
-        inputs = "T x",
-        outputs = "T y",
-        body = "y = (x != x || x >= (T)0) ? x : (T)0;"
-    )]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.relu()
     }

@@ -2,10 +2,12 @@
 //! `F` (`use kusari::prelude::*` does this).
 //!
 //! Every backward here is written with these same functions, so gradients of gradients work.
-//! The elementwise ones are declared with `#[function_node]` (their node types, such as [`Exp`],
-//! are exported too, with a typed `apply`); the others say in a comment why the macro does not
-//! fit them yet.
-//! Broadcasting binary functions sum their gradients back to each input's shape.
+//! The functions are declared with `#[function_node]` (the elementwise ones' node types, such
+//! as [`Exp`], are exported too, with a typed `apply`); the two that are not, `LinearFunction`
+//! and `AsType`, say in a comment why the macro does not fit them. A forward calls the array
+//! operations, which pick the device (and on CUDA run their own kernels), so no function here
+//! declares a kernel of its own. Broadcasting binary functions sum their gradients back to
+//! each input's shape, which they retain as `meta(..)` (shape and dtype, no data).
 
 mod arithmetic;
 mod array_ops;
@@ -21,7 +23,7 @@ pub use arithmetic::{
     rsub_scalar, sub, sub_scalar, where_,
 };
 pub use arithmetic::{
-    AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, Pow, PowConstant,
+    Add, AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, Pow, PowConstant, Sub,
     SubFromConstant,
 };
 pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
@@ -32,31 +34,6 @@ pub use math::{exp, log, relu, sigmoid, sqrt, tanh, Exp, Log, Relu, Sigmoid, Sqr
 pub use reduction::{max, mean, min, sum, sum_axes};
 
 use crate::error::Result;
-use crate::kernel::ElementwiseKernel;
-
-/// Every CUDA kernel of the built-in functions (those declared with `#[function_node]` and a
-/// `#[forward_gpu(..)]` kernel), so that a test can compile each one with NVRTC.
-pub fn kernels() -> Vec<ElementwiseKernel> {
-    [
-        Exp::KERNELS,
-        Log::KERNELS,
-        Sqrt::KERNELS,
-        Tanh::KERNELS,
-        Sigmoid::KERNELS,
-        Relu::KERNELS,
-        Neg::KERNELS,
-        Mul::KERNELS,
-        Div::KERNELS,
-        Pow::KERNELS,
-        Maximum::KERNELS,
-        AddConstant::KERNELS,
-        MulConstant::KERNELS,
-        SubFromConstant::KERNELS,
-        DivFromConstant::KERNELS,
-        PowConstant::KERNELS,
-    ]
-    .concat()
-}
 use crate::graph::{apply, FunctionNode};
 use crate::Variable;
 

@@ -1,12 +1,9 @@
 //! Reductions: sum, mean, max, min.
 
-use super::{apply1, broadcast_to, mul, mul_scalar, only, reshape};
+use super::{broadcast_to, mul, mul_scalar, reshape};
 use crate::error::Result;
-use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
 use crate::layout::normalize_axes;
-use crate::{Array, Variable};
-
-type Grads = Result<Vec<Option<Variable>>>;
+use crate::{function_node, Array, InputMeta, Variable};
 
 /// The input shape with reduced axes kept as length 1.
 fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
@@ -15,33 +12,42 @@ fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// Spreads the gradient of a reduction back over the input's shape.
-fn spread(ctx: &BackwardContext<'_>, axes: &[usize], gy: &Variable) -> Result<Variable> {
-    let shape = ctx.input_shape(0)?;
+/// Spreads the gradient of a reduction over `axes` back over the input's `shape`.
+fn spread(shape: &[usize], axes: &[usize], gy: &Variable) -> Result<Variable> {
     broadcast_to(&reshape(gy, &kept_shape(shape, axes))?, shape)
 }
 
-// Sum and Max/Min are written against the trait: their backward spreads the gradient over the
-// input's shape, which a `#[function_node]` backward cannot see unless the input is retained
-// (Max/Min retain it anyway, but share one node type with a `max` flag and a dynamic label).
+/// The axes as the array reductions take them.
+fn signed(axes: &[usize]) -> Vec<isize> {
+    axes.iter().map(|&a| a as isize).collect()
+}
+
+/// Sum over normalized axes (the node of [`sum_axes`]).
 struct Sum {
     axes: Vec<usize>,
     keepdims: bool,
 }
-impl FunctionNode for Sum {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        let axes: Vec<isize> = self.axes.iter().map(|&a| a as isize).collect();
-        Ok(vec![x[0].sum(Some(&axes), self.keepdims)?])
+
+#[function_node(crate = "crate", name = "sum_node")]
+impl Sum {
+    fn new(axes: Vec<usize>, keepdims: bool) -> Self {
+        Sum { axes, keepdims }
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        Ok(vec![Some(spread(ctx, &self.axes, only(gys))?)])
+
+    #[retain(meta(x))]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.sum(Some(&signed(&self.axes)), self.keepdims)
+    }
+
+    fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
+        spread(x.shape(), &self.axes, gy)
     }
 }
 
 /// Sum over `axes` (`None`: all), keeping them as length 1 when `keepdims`.
 pub fn sum_axes(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
     let axes = normalize_axes("sum", axes, x.shape())?;
-    apply1(Sum { axes, keepdims }, &[x])
+    sum_node(x, axes, keepdims)
 }
 
 /// Sum of all elements (a 0-dimensional variable).
@@ -49,20 +55,26 @@ pub fn sum(x: &Variable) -> Result<Variable> {
     sum_axes(x, None, false)
 }
 
+/// Mean over normalized axes (the node of [`mean`]).
 struct Mean {
     axes: Vec<usize>,
     keepdims: bool,
 }
-impl FunctionNode for Mean {
-    fn forward(&mut self, _: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        let axes: Vec<isize> = self.axes.iter().map(|&a| a as isize).collect();
-        Ok(vec![x[0].mean(Some(&axes), self.keepdims)?])
+
+#[function_node(crate = "crate", name = "mean_node")]
+impl Mean {
+    fn new(axes: Vec<usize>, keepdims: bool) -> Self {
+        Mean { axes, keepdims }
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        let shape = ctx.input_shape(0)?;
-        let n: usize = self.axes.iter().map(|&a| shape[a]).product();
-        let gx = spread(ctx, &self.axes, only(gys))?;
-        Ok(vec![Some(mul_scalar(&gx, 1.0 / n as f64)?)])
+
+    #[retain(meta(x))]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.mean(Some(&signed(&self.axes)), self.keepdims)
+    }
+
+    fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
+        let n: usize = self.axes.iter().map(|&a| x.shape()[a]).product();
+        mul_scalar(&spread(x.shape(), &self.axes, gy)?, 1.0 / n as f64)
     }
 }
 
@@ -71,64 +83,71 @@ impl FunctionNode for Mean {
 /// overflows nor loses the divisor.
 pub fn mean(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
     let axes = normalize_axes("mean", axes, x.shape())?;
-    apply1(Mean { axes, keepdims }, &[x])
+    mean_node(x, axes, keepdims)
 }
 
-struct Extremum {
+/// The gradient of a maximum or minimum `y` of `x` over `axes`: it goes to every element equal
+/// to the extremum (ties share it, as in Chainer).
+fn extremum_grad(x: &Variable, y: &Variable, axes: &[usize], gy: &Variable) -> Result<Variable> {
+    let hit = x
+        .array()
+        .eq(&y.array().reshape(&kept_shape(x.shape(), axes))?)?;
+    let mask = Variable::constant(hit.astype(x.dtype())?);
+    mul(&spread(x.shape(), axes, gy)?, &mask)
+}
+
+/// Maximum over normalized axes (the node of [`max`]).
+struct Max {
     axes: Vec<usize>,
     keepdims: bool,
-    max: bool,
 }
-impl FunctionNode for Extremum {
-    fn label(&self) -> std::borrow::Cow<'static, str> {
-        if self.max { "Max" } else { "Min" }.into()
+
+#[function_node(crate = "crate", name = "max_node")]
+impl Max {
+    fn new(axes: Vec<usize>, keepdims: bool) -> Self {
+        Max { axes, keepdims }
     }
-    fn forward(&mut self, ctx: &mut ForwardContext, x: &[Array]) -> Result<Vec<Array>> {
-        ctx.retain_inputs(&[0]);
-        ctx.retain_outputs(&[0]);
-        let axes: Vec<isize> = self.axes.iter().map(|&a| a as isize).collect();
-        Ok(vec![if self.max {
-            x[0].max(Some(&axes), self.keepdims)?
-        } else {
-            x[0].min(Some(&axes), self.keepdims)?
-        }])
+
+    #[retain(x, output = 0)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.max(Some(&signed(&self.axes)), self.keepdims)
     }
-    fn backward(&self, ctx: &BackwardContext<'_>, _: &[usize], gys: &[Option<Variable>]) -> Grads {
-        // The gradient goes to every element equal to the extremum (ties share it, as in Chainer).
-        let x = ctx.retained_input(0)?;
-        let y = ctx.retained_output(0)?;
-        let kept = kept_shape(x.shape(), &self.axes);
-        let hit = x.array().eq(&y.array().reshape(&kept)?)?;
-        let mask = Variable::constant(hit.astype(x.dtype())?);
-        Ok(vec![Some(mul(
-            &spread(ctx, &self.axes, only(gys))?,
-            &mask,
-        )?)])
+
+    fn backward(&self, x: &Variable, y: &Variable, gy: &Variable) -> Result<Variable> {
+        extremum_grad(x, y, &self.axes, gy)
+    }
+}
+
+/// Minimum over normalized axes (the node of [`min`]).
+struct Min {
+    axes: Vec<usize>,
+    keepdims: bool,
+}
+
+#[function_node(crate = "crate", name = "min_node")]
+impl Min {
+    fn new(axes: Vec<usize>, keepdims: bool) -> Self {
+        Min { axes, keepdims }
+    }
+
+    #[retain(x, output = 0)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.min(Some(&signed(&self.axes)), self.keepdims)
+    }
+
+    fn backward(&self, x: &Variable, y: &Variable, gy: &Variable) -> Result<Variable> {
+        extremum_grad(x, y, &self.axes, gy)
     }
 }
 
 /// Maximum over `axes` (`None`: all).
 pub fn max(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
     let axes = normalize_axes("max", axes, x.shape())?;
-    apply1(
-        Extremum {
-            axes,
-            keepdims,
-            max: true,
-        },
-        &[x],
-    )
+    max_node(x, axes, keepdims)
 }
 
 /// Minimum over `axes` (`None`: all).
 pub fn min(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
     let axes = normalize_axes("min", axes, x.shape())?;
-    apply1(
-        Extremum {
-            axes,
-            keepdims,
-            max: false,
-        },
-        &[x],
-    )
+    min_node(x, axes, keepdims)
 }

@@ -307,6 +307,17 @@ impl BackwardContext<'_> {
         Ok(self.input_node(i)?.dtype)
     }
 
+    /// Shape, dtype and device of input `i`, known whether or not it was retained: what
+    /// `#[retain(meta(x))]` passes to a `#[function_node]` backward.
+    pub fn input_meta(&self, i: usize) -> Result<InputMeta<'_>> {
+        let node = self.input_node(i)?;
+        Ok(InputMeta {
+            shape: node.shape(),
+            dtype: node.dtype,
+            device: node.device,
+        })
+    }
+
     /// Shape of output `i`.
     pub fn output_shape(&self, i: usize) -> Result<&[usize]> {
         Ok(self.output_slot(i)?.shape.slice())
@@ -350,6 +361,67 @@ impl<F: FunctionNode> RecordedFunction for F {
     ) -> Result<Vec<Option<Variable>>> {
         let ctx = BackwardContext { node: func };
         self.backward(&ctx, target_input_indexes, grad_outputs)
+    }
+}
+
+/// An input's shape, dtype and device without its data, for a backward that needs only those
+/// (to sum a broadcast gradient back to the input's shape, or to cast it back to the input's
+/// dtype). The function's node records them for every input, so asking for them keeps no array
+/// alive, unlike retaining the input. `#[retain(meta(x))]` passes one to a `#[function_node]`
+/// backward as `x: &InputMeta`; [`BackwardContext::input_meta`] returns one.
+///
+/// ```
+/// use kusari::prelude::*;
+///
+/// /// `a + b`, broadcasting: the gradients are summed back to each input's shape.
+/// struct BroadcastAdd;
+///
+/// #[function_node]
+/// impl BroadcastAdd {
+///     #[retain(meta(a, b))]
+///     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+///         a + b
+///     }
+///
+///     fn backward(&self, a: &InputMeta, b: &InputMeta, gy: &Variable)
+///         -> Result<(Variable, Variable)> {
+///         Ok((F::sum_to(gy, a.shape())?, F::sum_to(gy, b.shape())?))
+///     }
+/// }
+///
+/// # fn main() -> Result<()> {
+/// let a = Variable::new(Array::zeros(&[2, 3], DType::F32)?);
+/// let b = Variable::new(Array::zeros(&[3], DType::F32)?);
+/// F::sum(&broadcast_add(&a, &b)?)?.backward()?;
+/// assert_eq!(b.grad_array().expect("b.grad").to_vec::<f32>()?, vec![2.0; 3]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputMeta<'a> {
+    shape: &'a [usize],
+    dtype: DType,
+    device: Device,
+}
+
+impl<'a> InputMeta<'a> {
+    /// The input's shape.
+    pub fn shape(&self) -> &'a [usize] {
+        self.shape
+    }
+
+    /// The input's dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The device the input was on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The input's number of axes.
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
     }
 }
 

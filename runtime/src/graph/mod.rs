@@ -21,5 +21,5 @@ mod variable;
 
 pub use backward::{grad, BackwardOptions, GradOptions};
 pub use function::Function;
-pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode, InputMeta};
 pub use node::Variable;

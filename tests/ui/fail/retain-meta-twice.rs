@@ -1,0 +1,17 @@
+use kusari::prelude::*;
+
+struct BroadcastAdd;
+
+#[function_node]
+impl BroadcastAdd {
+    #[retain(meta(a, b), meta(a))]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a + b
+    }
+
+    fn backward(&self, a: &InputMeta, b: &InputMeta, gy: &Variable) -> Result<(Variable, Variable)> {
+        Ok((F::sum_to(gy, a.shape())?, F::sum_to(gy, b.shape())?))
+    }
+}
+
+fn main() {}
