@@ -6,12 +6,18 @@
 //!   code can use), shared by the macro and the runtime like the grammar.
 //! - [`body`]: the check that a kernel's body balances its brackets, so that it cannot close the
 //!   kernel's function and define code at file scope.
+//! - [`elementwise`]: a kernel's definition (name, signature lists, body), the check of all of it,
+//!   and the binding of its type placeholders to the element types of a launch's arrays.
+//! - [`loop_plan`]: the loop a launch runs (its shape and the contiguous or strided variant), a
+//!   pure function of the inputs' shapes and contiguity.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
 //! - [`reduction`](mod@reduction): CUDA source for row reductions (sum, max, min), a pure function of the
 //!   reduction and the element type.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
+//! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
 //! - [`upload`]: the per-device upload cache of loaded modules.
+//! - [`compile_error`]: why a kernel did not compile (in every build, so errors can carry it).
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX or to a device's cubin,
 //!   without a GPU.
 
@@ -20,13 +26,21 @@ pub mod cache;
 pub mod codegen;
 #[cfg(feature = "nvrtc")]
 pub mod compile;
+pub mod compile_error;
+pub mod elementwise;
 pub mod grid;
+pub mod loop_plan;
 pub mod names;
 pub mod reduction;
 pub mod signature;
+pub mod stats;
 pub mod upload;
 
+pub use compile_error::CompileError;
+pub use elementwise::{ArgumentError, ElementwiseDef, InvalidKernel};
 pub use reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
+
+pub use stats::KernelStats;
 
 pub use signature::{
     ElementwiseSignature, Param, ParamType, ScalarType, SignatureError, SignatureList,

@@ -5,10 +5,18 @@
 //! assert_eq!(kusari::cuda::device_count(), 0);
 //! ```
 
-use crate::cpu::Reduction;
+#[path = "cuda/kernels.rs"]
+mod kernels;
+
+use kusari_kernels::ElementwiseDef;
+
+use crate::cpu::CpuStorage;
 use crate::error::{Error, Result};
-use crate::kernel::ElementwiseKernel;
-use crate::{Array, DType, Device};
+use crate::layout::Layout;
+use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
+use crate::{DType, Device};
+
+pub(crate) use kernels::{builtin_kernels, source_for};
 
 const REASON: &str = "kusari was built without its `cuda` feature";
 
@@ -19,9 +27,14 @@ fn unavailable(op: &str) -> Error {
     }
 }
 
-/// A CUDA buffer: none can exist in this build.
+/// A CUDA buffer: none can exist in this build, so every method is a `match` on nothing.
 #[derive(Debug)]
 pub(crate) enum CudaStorage {}
+
+/// A CUDA buffer and the layout into it.
+pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
+
+type Launched = (Vec<CudaStorage>, Vec<usize>);
 
 impl CudaStorage {
     pub(crate) fn dtype(&self) -> DType {
@@ -31,9 +44,128 @@ impl CudaStorage {
     pub(crate) fn ordinal(&self) -> usize {
         match *self {}
     }
+
+    pub(crate) fn full(
+        _shape: &[usize],
+        _value: f64,
+        _dtype: DType,
+        ordinal: usize,
+    ) -> Result<Self> {
+        Err(unavailable(&format!("full_on(cuda:{ordinal})")))
+    }
+
+    pub(crate) fn from_host(_src: &CpuStorage, _l: &Layout, ordinal: usize) -> Result<Self> {
+        Err(unavailable(&format!("to_device(cuda:{ordinal})")))
+    }
+
+    pub(crate) fn to_cuda(&self, _l: &Layout, _ordinal: usize) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn to_host(&self, _l: &Layout) -> Result<CpuStorage> {
+        match *self {}
+    }
+
+    pub(crate) fn launch(
+        &self,
+        _kernel: &ElementwiseDef,
+        _inputs: &[CudaRef<'_>],
+        _params: &[f64],
+    ) -> Result<Launched> {
+        match *self {}
+    }
+
+    pub(crate) fn contiguous(&self, _l: &Layout) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn astype(&self, _l: &Layout, _dtype: DType) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn unary<O: UnaryOp>(&self, _l: &Layout) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn float_unary<O: FloatUnaryOp>(&self, _l: &Layout) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn binary<O: BinaryOp>(
+        &self,
+        _l: &Layout,
+        _rhs: &Self,
+        _rl: &Layout,
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn float_binary<O: FloatBinaryOp>(
+        &self,
+        _l: &Layout,
+        _rhs: &Self,
+        _rl: &Layout,
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn compare<O: CmpOp>(&self, _l: &Layout, _rhs: &Self, _rl: &Layout) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn binary_scalar<O: BinaryOp>(
+        &self,
+        _l: &Layout,
+        _s: f64,
+        _scalar_first: bool,
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn pow_scalar(&self, _l: &Layout, _p: f64) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn gt_scalar(&self, _l: &Layout, _s: f64) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn where_cond(
+        &self,
+        _cl: &Layout,
+        _a: CudaRef<'_>,
+        _b: CudaRef<'_>,
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn mul_add(&self, _xl: &Layout, _y: CudaRef<'_>, _z: CudaRef<'_>) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn reduce(
+        &self,
+        _op: &'static str,
+        _l: &Layout,
+        _axes: &[usize],
+        _kind: Reduction,
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn matmul(
+        &self,
+        _l: &Layout,
+        _rhs: &Self,
+        _rl: &Layout,
+        _batch: &[usize],
+        _nkm: (usize, usize, usize),
+    ) -> Result<Self> {
+        match *self {}
+    }
 }
 
-pub use crate::kernel::KernelStats;
+pub use kusari_kernels::KernelStats;
 
 /// The counters (all zero in this build).
 pub fn kernel_stats() -> KernelStats {
@@ -97,47 +229,4 @@ pub(crate) fn check_device(device: Device, op: &str) -> Result<()> {
         Device::Cpu => Ok(()),
         Device::Cuda(_) => Err(unavailable(op)),
     }
-}
-
-pub(crate) fn launch(
-    kernel: &ElementwiseKernel,
-    _inputs: &[&Array],
-    _params: &[f64],
-    _shape: Option<&[usize]>,
-) -> Result<Vec<Array>> {
-    Err(unavailable(&format!("kernel {}", kernel.name)))
-}
-
-pub(crate) fn to_device(_a: &Array, ordinal: usize) -> Result<Array> {
-    Err(unavailable(&format!("to_device(cuda:{ordinal})")))
-}
-
-pub(crate) fn to_host(_a: &Array) -> Result<Array> {
-    Err(unavailable("to_host"))
-}
-
-pub(crate) fn full(_shape: &[usize], _value: f64, _dtype: DType, ordinal: usize) -> Result<Array> {
-    Err(unavailable(&format!("full_on(cuda:{ordinal})")))
-}
-
-pub(crate) fn contiguous(_a: &Array) -> Result<Array> {
-    Err(unavailable("contiguous"))
-}
-
-pub(crate) fn astype(_a: &Array, _dtype: DType) -> Result<Array> {
-    Err(unavailable("astype"))
-}
-
-pub(crate) fn reduce(_a: &Array, _axes: &[usize], _kind: Reduction) -> Result<Array> {
-    Err(unavailable("reduce"))
-}
-
-pub(crate) fn matmul(
-    _a: &Array,
-    _b: &Array,
-    _batch: &[usize],
-    _nkm: (usize, usize, usize),
-    _out_shape: &[usize],
-) -> Result<Array> {
-    Err(unavailable("matmul"))
 }

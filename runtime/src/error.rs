@@ -186,14 +186,16 @@ pub enum Error {
         /// What does not fit, naming the argument.
         msg: String,
     },
-    /// A kernel that NVRTC could not compile: the message holds NVRTC's log (lines of the
-    /// kernel's body numbered as in the body) and the numbered generated source.
-    #[error("kernel {kernel}: {message}")]
+    /// A kernel that NVRTC (or the emulated device's compiler) could not compile: its source
+    /// holds the compiler's log (lines of the kernel's body numbered as in the body) and the
+    /// numbered generated source, or says that NVRTC is missing.
+    #[error("kernel {kernel}: {source}")]
     KernelCompile {
         /// The kernel's name.
         kernel: String,
-        /// NVRTC's log and the generated source.
-        message: String,
+        /// Why it did not compile.
+        #[source]
+        source: Box<kusari_kernels::CompileError>,
     },
     /// A function without a GPU forward was applied to CUDA arrays while host fallback is
     /// forbidden ([`crate::config::using_host_fallback`]).
@@ -572,6 +574,49 @@ impl Error {
     /// An error with a free-form message, for user-written functions.
     pub fn msg(msg: impl Into<String>) -> Self {
         Error::Msg(msg.into())
+    }
+}
+
+// ----- the kernel layer's errors, as the runtime reports them -----
+
+impl From<kusari_kernels::InvalidKernel> for Error {
+    fn from(e: kusari_kernels::InvalidKernel) -> Self {
+        Error::InvalidKernel {
+            kernel: e.kernel.to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<kusari_kernels::ArgumentError> for Error {
+    fn from(e: kusari_kernels::ArgumentError) -> Self {
+        use kusari_kernels::ArgumentError as A;
+        match e {
+            A::InputCount {
+                kernel,
+                expected,
+                actual,
+            } => Error::InputCount {
+                function: format!("kernel {kernel}"),
+                expected,
+                actual,
+            },
+            A::Mismatch { kernel, msg } => Error::KernelArguments {
+                kernel: kernel.to_string(),
+                msg,
+            },
+        }
+    }
+}
+
+/// Inputs of an elementwise kernel whose shapes do not broadcast.
+impl From<kusari_kernels::loop_plan::BroadcastError> for Error {
+    fn from(e: kusari_kernels::loop_plan::BroadcastError) -> Self {
+        Error::Broadcast {
+            op: "ElementwiseKernel",
+            lhs: e.lhs,
+            rhs: e.rhs,
+        }
     }
 }
 

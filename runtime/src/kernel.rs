@@ -1,17 +1,15 @@
-//! Elementwise kernels as `#[function_node]`'s `#[forward_gpu(..)]` declares them (CuPy's
-//! `ElementwiseKernel`): the signature, checked with the grammar the macro used at compile time,
-//! and the binding of type placeholders to the dtypes of the arrays at launch.
+//! [`ElementwiseKernel`]: a CUDA elementwise kernel as `#[function_node]`'s `#[forward_gpu(..)]`
+//! declares it (CuPy's `ElementwiseKernel`), run over arrays. Its definition, its checks and the
+//! binding of its type placeholders are the kernel layer's ([`kusari_kernels::ElementwiseDef`]);
+//! the launch is the storage layer's.
 
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
-use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
+use kusari_kernels::codegen::KernelSource;
+use kusari_kernels::{ElementwiseDef, ElementwiseSignature, ScalarType};
 
-use std::sync::OnceLock;
-
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::storage::Storage;
 use crate::{Array, DType};
-
-/// How many signature mistakes an [`Error::InvalidKernel`] message shows (the rest are counted).
-const MAX_REPORTED: usize = 20;
 
 /// A CUDA elementwise kernel: a name, the input, output and scalar-parameter signatures, and the
 /// loop body (see [`kusari_kernels::signature`] for the grammar).
@@ -38,6 +36,12 @@ pub struct ElementwiseKernel {
     pub body: &'static str,
 }
 
+impl From<ElementwiseDef> for ElementwiseKernel {
+    fn from(d: ElementwiseDef) -> Self {
+        ElementwiseKernel::new(d.name, d.inputs, d.outputs, d.params, d.body)
+    }
+}
+
 impl ElementwiseKernel {
     /// A kernel from its parts (usable in a `static`).
     pub const fn new(
@@ -54,6 +58,11 @@ impl ElementwiseKernel {
             params,
             body,
         }
+    }
+
+    /// The kernel layer's definition of this kernel (the same strings).
+    fn def(&self) -> ElementwiseDef {
+        ElementwiseDef::new(self.name, self.inputs, self.outputs, self.params, self.body)
     }
 
     /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
@@ -81,120 +90,33 @@ impl ElementwiseKernel {
     /// a C identifier and not a keyword ([`kusari_kernels::names`]), the signature must parse
     /// with names the generated code can use ([`kusari_kernels::signature`]), and the body's
     /// brackets must balance ([`kusari_kernels::body`]). Every mistake is reported at once, in
-    /// [`Error::InvalidKernel`].
+    /// [`Error::InvalidKernel`](crate::Error::InvalidKernel).
     pub fn signature(&self) -> Result<ElementwiseSignature> {
-        let mut problems = Vec::new();
-        if let Err(e) = kusari_kernels::names::check_kernel_name(self.name) {
-            problems.push(e.to_string());
-        }
-        let sig = ElementwiseSignature::new(self.inputs, self.outputs, self.params);
-        if let Err(errors) = &sig {
-            let source = |l| match l {
-                kusari_kernels::SignatureList::Inputs => self.inputs,
-                kusari_kernels::SignatureList::Outputs => self.outputs,
-                kusari_kernels::SignatureList::Params => self.params,
-            };
-            let mut lines: Vec<String> = errors
-                .iter()
-                .take(MAX_REPORTED)
-                .map(|e| format!("{}: {}", e.list, e.render(source(e.list))))
-                .collect();
-            if errors.len() > MAX_REPORTED {
-                lines.push(format!(
-                    "... and {} more mistakes",
-                    errors.len() - MAX_REPORTED
-                ));
-            }
-            problems.push(format!("invalid signature:\n{}", lines.join("\n")));
-        }
-        if let Err(e) = kusari_kernels::body::check_body(self.body) {
-            problems.push(format!("invalid body: {}", e.render(self.body)));
-        }
-        match sig {
-            Ok(sig) if problems.is_empty() => Ok(sig),
-            _ => Err(Error::InvalidKernel {
-                kernel: self.name.to_string(),
-                message: problems.join("\n"),
-            }),
-        }
+        Ok(self.def().signature()?)
     }
 
     /// Binds each type placeholder to the dtype of the array inputs that use it, checking that a
     /// placeholder gets one dtype and that concrete types match. Returns `(placeholder, dtype)`
     /// pairs in order of first use.
     pub fn bind(&self, inputs: &[&Array]) -> Result<Vec<(char, DType)>> {
-        self.bind_parsed(&self.signature()?, inputs)
-    }
-
-    /// [`bind`](Self::bind) with the signature already parsed.
-    pub(crate) fn bind_parsed(
-        &self,
-        sig: &ElementwiseSignature,
-        inputs: &[&Array],
-    ) -> Result<Vec<(char, DType)>> {
-        if inputs.len() != sig.inputs.len() {
-            return Err(Error::InputCount {
-                function: format!("kernel {}", self.name),
-                expected: sig.inputs.len(),
-                actual: inputs.len(),
-            });
-        }
-        let mut bound: Vec<(char, DType, &str)> = Vec::new();
-        for (param, array) in sig.inputs.iter().zip(inputs) {
-            let dtype = array.dtype();
-            match param.ty {
-                ParamType::Concrete(t) if DType::from(t) != dtype => {
-                    return Err(Error::KernelArguments {
-                        kernel: self.name.to_string(),
-                        msg: format!(
-                            "argument `{}` is {dtype} {:?}, but the signature declares {t}",
-                            param.name,
-                            array.shape()
-                        ),
-                    });
-                }
-                ParamType::Concrete(_) => {}
-                ParamType::Placeholder(c) => match bound.iter().find(|(p, ..)| *p == c) {
-                    Some((_, first, first_name)) if *first != dtype => {
-                        return Err(Error::KernelArguments {
-                            kernel: self.name.to_string(),
-                            msg: format!(
-                                "argument `{}` is {dtype}, but placeholder `{c}` was bound to {first} by `{first_name}`",
-                                param.name
-                            ),
-                        });
-                    }
-                    Some(_) => {}
-                    None => bound.push((c, dtype, &param.name)),
-                },
-            }
-        }
-        Ok(bound.into_iter().map(|(c, d, _)| (c, d)).collect())
+        let def = self.def();
+        let typed: Vec<(ScalarType, &[usize])> = inputs
+            .iter()
+            .map(|a| (ScalarType::from(a.dtype()), a.shape()))
+            .collect();
+        Ok(def
+            .bind(&def.signature()?, &typed)?
+            .into_iter()
+            .map(|(c, t)| (c, DType::from(t)))
+            .collect())
     }
 
     /// The CUDA source a launch over `inputs` compiles: placeholders bound from the inputs'
     /// dtypes, the contiguous variant when every non-`raw` input is C-contiguous in the loop's
     /// (broadcast) shape and the strided one otherwise, and 64-bit indexing from 2^31 elements.
     pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
-        let sig = self.signature()?;
-        let types: Vec<(char, ScalarType)> = self
-            .bind(inputs)?
-            .into_iter()
-            .map(|(c, d)| (c, ScalarType::from(d)))
-            .collect();
-        let plan = LoopPlan::new(&sig, inputs, None)?;
-        generate(
-            self.name,
-            &sig,
-            self.body,
-            &types,
-            plan.indexing,
-            plan.width,
-        )
-        .map_err(|source| Error::Codegen {
-            kernel: self.name.to_string(),
-            source: Box::new(source),
-        })
+        let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
+        crate::cuda::source_for(&self.def(), &typed)
     }
 
     /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
@@ -204,228 +126,18 @@ impl ElementwiseKernel {
     /// The first launch of a variant (dtypes, contiguous or strided, 32- or 64-bit indexing)
     /// compiles it with NVRTC for the device's architecture through the on-disk cache and loads
     /// it on the device; later launches reuse the loaded function. CUDA and host inputs mixed
-    /// are [`Error::DeviceMismatch`]; host inputs only, no CUDA driver, or a build without the
-    /// `cuda` feature are [`Error::CudaUnavailable`].
+    /// are [`Error::DeviceMismatch`](crate::Error::DeviceMismatch); host inputs only, no CUDA
+    /// driver, or a build without the `cuda` feature are
+    /// [`Error::CudaUnavailable`](crate::Error::CudaUnavailable).
     pub fn launch(&self, inputs: &[&Array], params: &[f64]) -> Result<Vec<Array>> {
-        if let (Some(gpu), Some(host)) = (
-            inputs.iter().find(|a| a.on_cuda()),
-            inputs.iter().find(|a| !a.on_cuda()),
-        ) {
-            return Err(Error::DeviceMismatch {
-                op: format!("kernel {}", self.name),
-                lhs: gpu.device(),
-                rhs: host.device(),
-            });
-        }
-        if let Some(host) = inputs.iter().find(|a| !a.on_cuda()) {
-            self.source_for(inputs)?;
-            self.check_param_count(&self.signature()?, params)?;
-            return Err(Error::CudaUnavailable {
-                op: format!("kernel {}", self.name),
-                reason: format!(
-                    "its inputs must be CUDA arrays, but one is on {} (move it with to_device)",
-                    host.device()
-                ),
-            });
-        }
-        crate::cuda::launch(self, inputs, params, None)
+        let operands: Vec<(&Storage, &Layout)> =
+            inputs.iter().map(|a| (a.storage(), a.layout())).collect();
+        let (outputs, shape) = Storage::launch(&self.def(), &operands, params)?;
+        Ok(outputs
+            .into_iter()
+            .map(|s| Array::from_storage(s, Layout::contiguous(&shape)))
+            .collect())
     }
-
-    /// An error unless `params` has one value per scalar parameter of `sig` (this kernel's).
-    pub(crate) fn check_param_count(
-        &self,
-        sig: &ElementwiseSignature,
-        params: &[f64],
-    ) -> Result<()> {
-        let expected = sig.params.len();
-        if params.len() != expected {
-            return Err(Error::KernelArguments {
-                kernel: self.name.to_string(),
-                msg: format!(
-                    "{} scalar parameter(s) given, the signature declares {expected}",
-                    params.len()
-                ),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Counters of the CUDA kernel machinery, for tests and benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelStats {
-    /// Kernel binaries compiled by NVRTC in this process.
-    pub compiles: usize,
-    /// Binaries read from the on-disk cache.
-    pub disk_hits: usize,
-    /// Binaries found in the in-memory cache.
-    pub memory_hits: usize,
-    /// Modules loaded onto a device.
-    pub module_loads: usize,
-    /// Kernels launched (zero-size launches, which run nothing, are not counted).
-    pub launches: usize,
-}
-
-/// The loop a launch runs over `inputs`: the arrays it indexes (the non-`raw` inputs), its
-/// shape (theirs broadcast together, unless given), and the source variant that shape needs:
-/// contiguous when every looped input is C-contiguous in the loop's shape, strided otherwise,
-/// with 64-bit indexing from 2^31 elements.
-pub(crate) struct LoopPlan<'a> {
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) looped: Vec<&'a Array>,
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) shape: Vec<usize>,
-    pub(crate) indexing: Indexing,
-    pub(crate) width: IndexWidth,
-}
-
-impl<'a> LoopPlan<'a> {
-    pub(crate) fn new(
-        sig: &ElementwiseSignature,
-        inputs: &[&'a Array],
-        shape: Option<&[usize]>,
-    ) -> Result<Self> {
-        let looped: Vec<&Array> = sig
-            .inputs
-            .iter()
-            .zip(inputs)
-            .filter(|(p, _)| !p.raw)
-            .map(|(_, a)| *a)
-            .collect();
-        let shape = match shape {
-            Some(s) => s.to_vec(),
-            None => {
-                let mut s: Vec<usize> = Vec::new();
-                for a in &looped {
-                    s = crate::layout::broadcast_shapes("ElementwiseKernel", &s, a.shape())?;
-                }
-                s
-            }
-        };
-        let contiguous = looped
-            .iter()
-            .all(|a| a.shape() == shape.as_slice() && a.is_contiguous());
-        let indexing = if contiguous {
-            Indexing::Contiguous
-        } else {
-            Indexing::Strided { ndim: shape.len() }
-        };
-        let width = IndexWidth::for_len(shape.iter().product());
-        Ok(LoopPlan {
-            looped,
-            shape,
-            indexing,
-            width,
-        })
-    }
-}
-
-/// A C-contiguous copy of any layout (the strided variant reads views in place).
-pub(crate) static COPY: ElementwiseKernel =
-    ElementwiseKernel::new("kusari_copy", "T a", "T out", "", "out = a;");
-
-/// The matrix product of contiguous `[batch, rows, inner]` and `[batch, inner, cols]` arrays, one
-/// thread per output element: for integers, and floats where cuBLAS cannot be loaded.
-pub(crate) static MATMUL: ElementwiseKernel = ElementwiseKernel::new(
-    "kusari_matmul",
-    "raw T a, raw T b",
-    "T out",
-    "int64 rows, int64 inner, int64 cols",
-    "const long long c_ = (long long)i % cols;\n\
-     const long long r_ = ((long long)i / cols) % rows;\n\
-     const long long b_ = (long long)i / (cols * rows);\n\
-     T acc = 0;\n\
-     for (long long t = 0; t < inner; ++t) {\n\
-     \x20 acc += a[(b_ * rows + r_) * inner + t] * b[(b_ * inner + t) * cols + c_];\n\
-     }\n\
-     out = acc;",
-);
-
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn dtype_index(d: DType) -> usize {
-    DType::ALL
-        .iter()
-        .position(|&x| x == d)
-        .expect("DType::ALL lists every dtype")
-}
-
-/// The body of the cast kernel from `from` to `to`, converting as the host's `astype` does:
-/// integers wrap, floats to integers truncate, saturate and take NaN to 0, and a double rounds
-/// to a half type once.
-fn cast_body(from: DType, to: DType) -> &'static str {
-    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
-    match (from, to) {
-        // Through float with rounding to odd, then to nearest even: one rounding in all.
-        (DType::F64, DType::F16 | DType::BF16) => "out = kusari_f64_to_f32_odd(a);",
-        (f, DType::I32) if f.is_float() => {
-            "const double v = (double)a; \
-             out = v != v ? 0 : (v >= 2147483648.0 ? 2147483647 \
-             : (v <= -2147483648.0 ? (-2147483647 - 1) : (int)v));"
-        }
-        (f, DType::I64) if f.is_float() => {
-            "const double v = (double)a; \
-             out = v != v ? 0LL : (v >= 9223372036854775808.0 ? 9223372036854775807LL \
-             : (v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v));"
-        }
-        // Half types convert through float: a conversion between the two half types would
-        // otherwise need two user-defined conversions.
-        _ if half(from) || half(to) => "out = (float)a;",
-        _ => "out = a;",
-    }
-}
-
-/// Kernels whose signatures name concrete dtypes, made once per process.
-struct Generated {
-    /// `out = v` for each dtype, in `DType::ALL` order.
-    fill: Vec<ElementwiseKernel>,
-    /// `out = a` from each dtype to each dtype (`from * 7 + to`).
-    cast: Vec<ElementwiseKernel>,
-}
-
-fn generated() -> &'static Generated {
-    static GENERATED: OnceLock<Generated> = OnceLock::new();
-    GENERATED.get_or_init(|| {
-        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-        let fill = DType::ALL
-            .iter()
-            .map(|d| {
-                let t = d.name();
-                ElementwiseKernel::new(
-                    leak(format!("kusari_fill_{t}")),
-                    "",
-                    leak(format!("{t} out")),
-                    leak(format!("{t} v")),
-                    "out = v;",
-                )
-            })
-            .collect();
-        let mut cast = Vec::new();
-        for from in DType::ALL {
-            for to in DType::ALL {
-                let body = cast_body(from, to);
-                cast.push(ElementwiseKernel::new(
-                    leak(format!("kusari_cast_{}_to_{}", from.name(), to.name())),
-                    leak(format!("{} a", from.name())),
-                    leak(format!("{} out", to.name())),
-                    "",
-                    body,
-                ));
-            }
-        }
-        Generated { fill, cast }
-    })
-}
-
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-/// The kernel filling a new array of `dtype` with a scalar.
-pub(crate) fn fill_kernel(dtype: DType) -> &'static ElementwiseKernel {
-    &generated().fill[dtype_index(dtype)]
-}
-
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-/// The kernel converting `from` to `to`.
-pub(crate) fn cast_kernel(from: DType, to: DType) -> &'static ElementwiseKernel {
-    &generated().cast[dtype_index(from) * DType::ALL.len() + dtype_index(to)]
 }
 
 /// Every elementwise kernel kusari's own array operations launch on CUDA, each with the dtypes
@@ -433,19 +145,18 @@ pub(crate) fn cast_kernel(from: DType, to: DType) -> &'static ElementwiseKernel 
 /// compile every one with NVRTC. The built-in functions run these (they declare no kernels of
 /// their own); a `#[function_node]` op lists its `#[forward_gpu(..)]` kernel in `Op::KERNELS`.
 pub fn array_kernels() -> Vec<(ElementwiseKernel, &'static [DType])> {
-    const ALL: &[DType] = &DType::ALL;
-    const NUMERIC: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];
-    let mut all = crate::array::op_kernels();
-    all.push((COPY, ALL));
-    all.push((MATMUL, NUMERIC));
-    let g = generated();
-    all.extend(g.fill.iter().chain(&g.cast).map(|k| (*k, &[] as &[DType])));
-    all
+    crate::cuda::builtin_kernels()
+        .into_iter()
+        .map(|(k, dtypes)| (ElementwiseKernel::from(k), dtypes))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
+    use kusari_kernels::codegen::{generate, IndexWidth, Indexing};
+    use kusari_kernels::ParamType;
 
     const K: ElementwiseKernel =
         ElementwiseKernel::new("k", "T x, U y, float32 s", "T w", "T alpha", "w = x;");

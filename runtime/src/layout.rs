@@ -239,38 +239,18 @@ impl Layout {
     }
 }
 
-/// The shape two operands broadcast to, per NumPy's rules.
+/// The shape two operands broadcast to, per NumPy's rules (the kernel layer's rule, with `op`
+/// named in the error).
 pub(crate) fn broadcast_shapes(
     op: &'static str,
     lhs: &[usize],
     rhs: &[usize],
 ) -> Result<Vec<usize>> {
-    let n = lhs.len().max(rhs.len());
-    let mut out = vec![0; n];
-    for i in 0..n {
-        let l = if i + lhs.len() >= n {
-            lhs[i + lhs.len() - n]
-        } else {
-            1
-        };
-        let r = if i + rhs.len() >= n {
-            rhs[i + rhs.len() - n]
-        } else {
-            1
-        };
-        out[i] = if l == r || r == 1 {
-            l
-        } else if l == 1 {
-            r
-        } else {
-            return Err(Error::Broadcast {
-                op,
-                lhs: lhs.to_vec(),
-                rhs: rhs.to_vec(),
-            });
-        };
-    }
-    Ok(out)
+    kusari_kernels::loop_plan::broadcast_shapes(lhs, rhs).map_err(|e| Error::Broadcast {
+        op,
+        lhs: e.lhs,
+        rhs: e.rhs,
+    })
 }
 
 /// The first of shape, dtype and device in which `actual` differs from `expected`, as

@@ -33,6 +33,7 @@ pub mod link;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod memory;
+mod op;
 mod ops_macros;
 pub mod prelude;
 pub mod random;

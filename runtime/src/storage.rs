@@ -1,16 +1,37 @@
-//! Where an array's elements live: one enum over devices (the CUDA variant is uninhabited when
-//! kusari is built without its `cuda` feature).
+//! Where an array's elements live, and the one place that picks a device: [`Storage`] is an enum
+//! over the backends (the CUDA variant is uninhabited when kusari is built without its `cuda`
+//! feature), and each operation is a `match` on the device(s) of its operands that hands buffers
+//! and layouts to that backend and returns a new buffer. Operands on different devices are
+//! [`Error::DeviceMismatch`]. Shapes (broadcasting, views, sizes) are the caller's: `Array`
+//! checks them and passes the result's shape where a backend needs it.
 
-use crate::cpu::CpuStorage;
-use crate::cuda::CudaStorage;
+use std::borrow::Cow;
+
+use kusari_kernels::ElementwiseDef;
+
+use crate::cpu::{CpuRef, CpuStorage};
+use crate::cuda::{CudaRef, CudaStorage};
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::layout::{checked_size, Layout};
+use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
 
 /// An array's buffer on one device. Shared between views through `Arc`.
 #[derive(Debug)]
 pub(crate) enum Storage {
     Cpu(CpuStorage),
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     Cuda(CudaStorage),
+}
+
+/// Operands of `op` on two devices.
+#[cold]
+fn mismatch(op: &str, lhs: &Storage, rhs: &Storage) -> Error {
+    Error::DeviceMismatch {
+        op: op.to_string(),
+        lhs: lhs.device(),
+        rhs: rhs.device(),
+    }
 }
 
 impl Storage {
@@ -25,6 +46,299 @@ impl Storage {
         match self {
             Storage::Cpu(_) => Device::Cpu,
             Storage::Cuda(s) => Device::Cuda(s.ordinal()),
+        }
+    }
+
+    /// A typed reference to a host buffer with `layout`; `None` on a device or for another
+    /// element type.
+    pub(crate) fn host_ref<'a, T: Element>(&'a self, layout: &'a Layout) -> Option<CpuRef<'a, T>> {
+        match self {
+            Storage::Cpu(s) => s.as_slice::<T>().map(|data| CpuRef { data, layout }),
+            Storage::Cuda(_) => None,
+        }
+    }
+
+    /// The elements of `layout` on the host: this buffer when it is there, else a C-contiguous
+    /// host copy with its layout.
+    pub(crate) fn on_host<'a>(
+        &'a self,
+        layout: &'a Layout,
+    ) -> Result<(Cow<'a, CpuStorage>, Cow<'a, Layout>)> {
+        match self {
+            Storage::Cpu(s) => Ok((Cow::Borrowed(s), Cow::Borrowed(layout))),
+            Storage::Cuda(s) => Ok((
+                Cow::Owned(s.to_host(layout)?),
+                Cow::Owned(Layout::contiguous(layout.shape())),
+            )),
+        }
+    }
+
+    /// `shape`'s elements of `value` (cast to `dtype`) on `device`; `op` names the operation in
+    /// errors.
+    pub(crate) fn full(
+        op: &'static str,
+        shape: &[usize],
+        value: f64,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Self> {
+        match device {
+            Device::Cpu => {
+                let size = checked_size(op, shape, dtype)?;
+                Ok(Storage::Cpu(CpuStorage::full(op, size, value, dtype)?))
+            }
+            Device::Cuda(i) => Ok(Storage::Cuda(CudaStorage::full(shape, value, dtype, i)?)),
+        }
+    }
+
+    /// The elements of `l` on `device`, in C order.
+    pub(crate) fn to_device(&self, l: &Layout, device: Device) -> Result<Self> {
+        Ok(match (self, device) {
+            (Storage::Cpu(s), Device::Cpu) => Storage::Cpu(s.contiguous(l)?),
+            (Storage::Cpu(s), Device::Cuda(i)) => Storage::Cuda(CudaStorage::from_host(s, l, i)?),
+            (Storage::Cuda(s), Device::Cpu) => Storage::Cpu(s.to_host(l)?),
+            (Storage::Cuda(s), Device::Cuda(i)) => Storage::Cuda(s.to_cuda(l, i)?),
+        })
+    }
+
+    /// The elements of `l` in C order, in a buffer of their own.
+    pub(crate) fn contiguous(&self, l: &Layout) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.contiguous(l)?),
+            Storage::Cuda(s) => Storage::Cuda(s.contiguous(l)?),
+        })
+    }
+
+    /// The elements of `l` converted to `dtype`, in C order.
+    pub(crate) fn astype(&self, l: &Layout, dtype: DType) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.astype(l, dtype)?),
+            Storage::Cuda(s) => Storage::Cuda(s.astype(l, dtype)?),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn unary<O: UnaryOp>(&self, l: &Layout) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.unary::<O>(l)?),
+            Storage::Cuda(s) => Storage::Cuda(s.unary::<O>(l)?),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn float_unary<O: FloatUnaryOp>(&self, l: &Layout) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.float_unary::<O>(l)?),
+            Storage::Cuda(s) => Storage::Cuda(s.float_unary::<O>(l)?),
+        })
+    }
+
+    /// `O` over `self` and `rhs` broadcast to `shape` (checked by the caller).
+    #[inline]
+    pub(crate) fn binary<O: BinaryOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        Ok(match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.binary::<O>(l, b, rl, shape)?),
+            (Storage::Cuda(a), Storage::Cuda(b)) => Storage::Cuda(a.binary::<O>(l, b, rl)?),
+            _ => return Err(mismatch(O::NAME, self, rhs)),
+        })
+    }
+
+    /// `O` over `self` and `rhs` broadcast to `shape` (checked by the caller).
+    #[inline]
+    pub(crate) fn float_binary<O: FloatBinaryOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        Ok(match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => {
+                Storage::Cpu(a.float_binary::<O>(l, b, rl, shape)?)
+            }
+            (Storage::Cuda(a), Storage::Cuda(b)) => Storage::Cuda(a.float_binary::<O>(l, b, rl)?),
+            _ => return Err(mismatch(O::NAME, self, rhs)),
+        })
+    }
+
+    /// `O` over `self` and `rhs` broadcast to `shape` (checked by the caller), as bools.
+    #[inline]
+    pub(crate) fn compare<O: CmpOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        Ok(match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.compare::<O>(l, b, rl, shape)?),
+            (Storage::Cuda(a), Storage::Cuda(b)) => Storage::Cuda(a.compare::<O>(l, b, rl)?),
+            _ => return Err(mismatch(O::NAME, self, rhs)),
+        })
+    }
+
+    /// `O` with the scalar `s` as its second operand, or its first.
+    #[inline]
+    pub(crate) fn binary_scalar<O: BinaryOp>(
+        &self,
+        l: &Layout,
+        s: f64,
+        scalar_first: bool,
+    ) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(a) => Storage::Cpu(a.binary_scalar::<O>(l, s, scalar_first)?),
+            Storage::Cuda(a) => Storage::Cuda(a.binary_scalar::<O>(l, s, scalar_first)?),
+        })
+    }
+
+    pub(crate) fn pow_scalar(&self, l: &Layout, p: f64) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(a) => Storage::Cpu(a.pow_scalar(l, p)?),
+            Storage::Cuda(a) => Storage::Cuda(a.pow_scalar(l, p)?),
+        })
+    }
+
+    /// `self > s` as bools, for an `s` the dtype holds exactly.
+    pub(crate) fn gt_scalar(&self, l: &Layout, s: f64) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(a) => Storage::Cpu(a.gt_scalar(l, s)?),
+            Storage::Cuda(a) => Storage::Cuda(a.gt_scalar(l, s)?),
+        })
+    }
+
+    /// Elements of `a` where `self` (bools) holds, of `b` elsewhere, all broadcast to `shape`.
+    pub(crate) fn where_cond(
+        &self,
+        cl: &Layout,
+        (a, al): (&Self, &Layout),
+        (b, bl): (&Self, &Layout),
+        shape: &[usize],
+    ) -> Result<Self> {
+        const OP: &str = "where";
+        Ok(match (self, a, b) {
+            (Storage::Cpu(c), Storage::Cpu(x), Storage::Cpu(y)) => {
+                Storage::Cpu(CpuStorage::where_cond(c, cl, x, al, y, bl, shape)?)
+            }
+            (Storage::Cuda(c), Storage::Cuda(x), Storage::Cuda(y)) => {
+                Storage::Cuda(c.where_cond(cl, (x, al), (y, bl))?)
+            }
+            (Storage::Cpu(_), Storage::Cpu(_), _) | (Storage::Cuda(_), Storage::Cuda(_), _) => {
+                return Err(mismatch(OP, a, b))
+            }
+            _ => return Err(mismatch(OP, self, a)),
+        })
+    }
+
+    /// `self * y + z`, all broadcast to `shape`.
+    #[inline]
+    pub(crate) fn mul_add(
+        &self,
+        xl: &Layout,
+        (y, yl): (&Self, &Layout),
+        (z, zl): (&Self, &Layout),
+        shape: &[usize],
+    ) -> Result<Self> {
+        const OP: &str = "mul_add";
+        Ok(match (self, y, z) {
+            (Storage::Cpu(x), Storage::Cpu(y), Storage::Cpu(z)) => {
+                Storage::Cpu(CpuStorage::mul_add(x, xl, y, yl, z, zl, shape)?)
+            }
+            (Storage::Cuda(x), Storage::Cuda(y), Storage::Cuda(z)) => {
+                Storage::Cuda(x.mul_add(xl, (y, yl), (z, zl))?)
+            }
+            (Storage::Cpu(_), Storage::Cpu(_), _) | (Storage::Cuda(_), Storage::Cuda(_), _) => {
+                return Err(mismatch(OP, self, z))
+            }
+            _ => return Err(mismatch(OP, self, y)),
+        })
+    }
+
+    /// The reduction of `l`'s elements over `axes` (sorted, distinct), the kept axes in C order.
+    pub(crate) fn reduce(
+        &self,
+        op: &'static str,
+        l: &Layout,
+        axes: &[usize],
+        kind: Reduction,
+    ) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.reduce(op, l, axes, kind)?),
+            Storage::Cuda(s) => Storage::Cuda(s.reduce(op, l, axes, kind)?),
+        })
+    }
+
+    /// `self @ rhs` for operands shaped `[.., n, k]` and `[.., k, m]` whose batch axes broadcast
+    /// to `batch` (checked by the caller): `batch + [n, m]` in C order.
+    pub(crate) fn matmul(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        batch: &[usize],
+        nkm: (usize, usize, usize),
+    ) -> Result<Self> {
+        Ok(match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.matmul(l, b, rl, batch, nkm)?),
+            (Storage::Cuda(a), Storage::Cuda(b)) => Storage::Cuda(a.matmul(l, b, rl, batch, nkm)?),
+            _ => return Err(mismatch("matmul", self, rhs)),
+        })
+    }
+
+    /// Runs the elementwise `kernel` over `inputs` (CUDA buffers on one device, broadcast
+    /// together) with the scalar `params`, returning its outputs (C-contiguous) and their shape.
+    ///
+    /// Kernels run on CUDA only: host inputs are checked as a launch would check them (the
+    /// kernel's definition, the binding of its placeholders, broadcasting, its source, the
+    /// parameter count) and then refused with [`Error::CudaUnavailable`]; host and CUDA inputs
+    /// mixed are [`Error::DeviceMismatch`].
+    pub(crate) fn launch(
+        kernel: &ElementwiseDef,
+        inputs: &[(&Self, &Layout)],
+        params: &[f64],
+    ) -> Result<(Vec<Self>, Vec<usize>)> {
+        let label = || format!("kernel {}", kernel.name);
+        let mut cuda: Vec<CudaRef<'_>> = Vec::with_capacity(inputs.len());
+        let mut host = None;
+        for &(s, l) in inputs {
+            match s {
+                Storage::Cuda(c) => cuda.push((c, l)),
+                Storage::Cpu(_) => host = host.or(Some(s)),
+            }
+        }
+        match (cuda.first(), host) {
+            (Some((gpu, _)), Some(host)) => Err(Error::DeviceMismatch {
+                op: label(),
+                lhs: Device::Cuda(gpu.ordinal()),
+                rhs: host.device(),
+            }),
+            (Some((first, _)), None) => {
+                let (outputs, shape) = first.launch(kernel, &cuda, params)?;
+                Ok((outputs.into_iter().map(Storage::Cuda).collect(), shape))
+            }
+            (None, Some(host)) => {
+                let typed: Vec<(DType, &Layout)> =
+                    inputs.iter().map(|(s, l)| (s.dtype(), *l)).collect();
+                crate::cuda::source_for(kernel, &typed)?;
+                kernel.check_param_count(&kernel.signature()?, params.len())?;
+                Err(Error::CudaUnavailable {
+                    op: label(),
+                    reason: format!(
+                        "its inputs must be CUDA arrays, but one is on {} (move it with to_device)",
+                        host.device()
+                    ),
+                })
+            }
+            (None, None) => Err(Error::InputCount {
+                function: label(),
+                expected: 1,
+                actual: 0,
+            }),
         }
     }
 }

@@ -1,14 +1,11 @@
 //! Matrix products.
 
-use crate::cpu::matmul;
-use ndarray::LinalgScalar;
-
-use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::layout::broadcast_shapes;
+use crate::layout::{broadcast_shapes, Layout};
+use crate::op::NUMERIC;
 use crate::{Array, DType};
 
-use super::elementwise::{check_binary, unsupported, NUMERIC};
+use super::elementwise::{check_binary, unsupported};
 
 impl Array {
     /// Matrix product with NumPy's `matmul` rules: 1-D operands are promoted to a row (left) or a
@@ -74,10 +71,12 @@ impl Array {
                     .and_then(|r| r.astype(self.dtype()))
                     .and_then(|r| squeeze_promoted(r, self.ndim(), rhs.ndim()));
             }
-            DType::I32 => product::<i32>(&a, &b, &batch, (n, k, m), &out_shape)?,
-            DType::I64 => product::<i64>(&a, &b, &batch, (n, k, m), &out_shape)?,
-            DType::F32 => product::<f32>(&a, &b, &batch, (n, k, m), &out_shape)?,
-            DType::F64 => product::<f64>(&a, &b, &batch, (n, k, m), &out_shape)?,
+            DType::I32 | DType::I64 | DType::F32 | DType::F64 => {
+                let out =
+                    a.storage()
+                        .matmul(a.layout(), b.storage(), b.layout(), &batch, (n, k, m))?;
+                Array::from_storage(out, Layout::contiguous(&out_shape))
+            }
         };
         squeeze_promoted(out, self.ndim(), rhs.ndim())
     }
@@ -95,26 +94,4 @@ fn squeeze_promoted(out: Array, lhs_ndim: usize, rhs_ndim: usize) -> Result<Arra
     } else {
         Ok(out)
     }
-}
-
-/// The product of two host arrays of element type `T` (a dtype matrixmultiply or ndarray's
-/// generic loop handles), as a new array of `out_shape`.
-fn product<T: Element + LinalgScalar>(
-    a: &Array,
-    b: &Array,
-    batch: &[usize],
-    nkm: (usize, usize, usize),
-    out_shape: &[usize],
-) -> Result<Array> {
-    if a.on_cuda() {
-        return crate::cuda::matmul(a, b, batch, nkm, out_shape);
-    }
-    let v = matmul(
-        "matmul",
-        a.host::<T>("matmul")?,
-        b.host::<T>("matmul")?,
-        batch,
-        nkm,
-    )?;
-    Ok(Array::from_cpu_vec(v, out_shape))
 }

@@ -6,14 +6,14 @@ mod ops;
 mod reduce;
 mod shape;
 
-pub(crate) use elementwise::{op_kernels, require_float, require_numeric};
+pub(crate) use elementwise::{require_float, require_numeric};
 
 use std::fmt;
 use std::sync::{Arc, Weak};
 
 use ndarray::{ArrayD, ArrayViewD, Dimension};
 
-use crate::cpu::{map1, CpuRef, CpuStorage};
+use crate::cpu::{CpuRef, CpuStorage};
 use crate::dtype::{with_dtype, Element};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -65,38 +65,7 @@ impl Array {
         }
     }
 
-    /// A C-contiguous array of `shape` over `data`, borrowing the layout of an operand of the
-    /// same shape when it is already the layout a fresh buffer needs (saves rebuilding it).
-    pub(crate) fn from_cpu_vec_shaped<T: Element>(
-        data: Vec<T>,
-        shape: &[usize],
-        operands: &[&Array],
-    ) -> Self {
-        match operands
-            .iter()
-            .find(|a| a.shape() == shape && a.layout.is_contiguous() && a.layout.offset() == 0)
-        {
-            Some(a) => Self::from_cpu_vec_like(data, &a.layout),
-            None => Self::from_cpu_vec(data, shape),
-        }
-    }
-
-    /// A C-contiguous array over `data` shaped like `like` (no shape to rebuild).
-    pub(crate) fn from_cpu_vec_like<T: Element>(data: Vec<T>, like: &Layout) -> Self {
-        debug_assert_eq!(data.len(), like.size());
-        let layout = if like.is_contiguous() && like.offset() == 0 {
-            like.clone()
-        } else {
-            Layout::contiguous(like.shape())
-        };
-        Array {
-            storage: Arc::new(Storage::Cpu(CpuStorage::from_vec(data))),
-            layout,
-        }
-    }
-
     /// An array over `storage` with `layout` (which the caller keeps inside the buffer).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn from_storage(storage: Storage, layout: Layout) -> Self {
         Array {
             storage: Arc::new(storage),
@@ -104,29 +73,40 @@ impl Array {
         }
     }
 
+    /// A C-contiguous array of `shape` over `storage`, borrowing the layout of an operand of the
+    /// same shape when it is already the layout a fresh buffer needs (saves rebuilding it).
+    #[inline]
+    pub(crate) fn from_storage_shaped(
+        storage: Storage,
+        shape: &[usize],
+        operands: &[&Array],
+    ) -> Self {
+        match operands
+            .iter()
+            .find(|a| a.shape() == shape && a.layout.is_contiguous() && a.layout.offset() == 0)
+        {
+            Some(a) => Self::from_storage(storage, a.layout.clone()),
+            None => Self::from_storage(storage, Layout::contiguous(shape)),
+        }
+    }
+
+    /// A C-contiguous array over `storage` shaped like `like` (no shape to rebuild).
+    #[inline]
+    pub(crate) fn from_storage_like(storage: Storage, like: &Layout) -> Self {
+        let layout = if like.is_contiguous() && like.offset() == 0 {
+            like.clone()
+        } else {
+            Layout::contiguous(like.shape())
+        };
+        Self::from_storage(storage, layout)
+    }
+
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
     }
 
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn storage(&self) -> &Storage {
         &self.storage
-    }
-
-    /// Whether the array lives on a CUDA device.
-    pub(crate) fn on_cuda(&self) -> bool {
-        matches!(*self.storage, Storage::Cuda(_))
-    }
-
-    /// A typed host reference, if the array is on the host and holds `T`.
-    pub(crate) fn cpu<T: Element>(&self) -> Option<CpuRef<'_, T>> {
-        match &*self.storage {
-            Storage::Cpu(s) => s.as_slice::<T>().map(|data| CpuRef {
-                data,
-                layout: &self.layout,
-            }),
-            Storage::Cuda(_) => None,
-        }
     }
 
     /// A view of the same buffer with another layout.
@@ -190,12 +170,8 @@ impl Array {
     }
 
     fn full_named(op: &'static str, shape: &[usize], value: f64, dtype: DType) -> Result<Self> {
-        let size = crate::layout::checked_size(op, shape, dtype)?;
-        with_dtype!(dtype, T => {
-            let mut data = crate::cpu::pool::alloc::<T>(op, size)?;
-            data.resize(size, <T as crate::Element>::from_f64(value));
-            Ok(Self::from_cpu_vec(data, shape))
-        })
+        let storage = Storage::full(op, shape, value, dtype, Device::Cpu)?;
+        Ok(Self::from_storage(storage, Layout::contiguous(shape)))
     }
 
     /// Zeros of `shape` and `dtype`, on the host (errors as [`full`](Self::full)).
@@ -216,10 +192,8 @@ impl Array {
     /// assert_eq!(a.to_vec::<i32>().unwrap(), vec![3, 3]);
     /// ```
     pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Self> {
-        match device {
-            Device::Cpu => Self::full(shape, value, dtype),
-            Device::Cuda(i) => crate::cuda::full(shape, value, dtype, i),
-        }
+        let storage = Storage::full("full", shape, value, dtype, device)?;
+        Ok(Self::from_storage(storage, Layout::contiguous(shape)))
     }
 
     /// Zeros of `shape` and `dtype` on `device`.
@@ -386,35 +360,26 @@ impl Array {
                 rhs: Device::Cpu,
             });
         }
-        self.cpu::<T>()
+        self.storage
+            .host_ref::<T>(&self.layout)
             .ok_or_else(|| self.element_type_error::<T>(op))
-    }
-
-    /// This array if it is on the host, else a host copy of it.
-    fn on_host(&self) -> Result<Array> {
-        if self.on_cuda() {
-            crate::cuda::to_host(self)
-        } else {
-            Ok(self.clone())
-        }
     }
 
     /// The elements in C order (copied from the device for a CUDA array).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        if self.on_cuda() {
-            if T::DTYPE != self.dtype() {
-                return Err(self.element_type_error::<T>("to_vec"));
-            }
-            return self.on_host()?.to_vec();
+        if T::DTYPE != self.dtype() {
+            return Err(self.element_type_error::<T>("to_vec"));
         }
-        Ok(self.host::<T>("to_vec")?.to_cow("to_vec")?.into_owned())
+        let (storage, layout) = self.storage.on_host(&self.layout)?;
+        let host = storage.typed::<T>("to_vec", &layout)?;
+        Ok(host.to_cow("to_vec")?.into_owned())
     }
 
     /// The elements in C order converted to `f64`, whatever the dtype or device.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        let a = self.on_host()?;
-        with_dtype!(a.dtype(), T => Ok(a
-            .host::<T>("to_f64_vec")?
+        let (storage, layout) = self.storage.on_host(&self.layout)?;
+        with_dtype!(self.dtype(), T => Ok(storage
+            .typed::<T>("to_f64_vec", &layout)?
             .to_cow("to_f64_vec")?
             .iter()
             .map(|v| v.to_f64())
@@ -423,13 +388,11 @@ impl Array {
 
     /// A copy as an ndarray array (from the device for a CUDA array).
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
-        if self.on_cuda() {
-            if T::DTYPE != self.dtype() {
-                return Err(self.element_type_error::<T>("to_ndarray"));
-            }
-            return self.on_host()?.to_ndarray();
+        if T::DTYPE != self.dtype() {
+            return Err(self.element_type_error::<T>("to_ndarray"));
         }
-        Ok(self.view::<T>()?.to_owned())
+        let (storage, layout) = self.storage.on_host(&self.layout)?;
+        Ok(storage.typed::<T>("to_ndarray", &layout)?.view().to_owned())
     }
 
     /// The single element of a size-1 array.
@@ -455,10 +418,11 @@ impl Array {
         if device == self.device() {
             return Ok(self.clone());
         }
-        match device {
-            Device::Cpu => crate::cuda::to_host(self),
-            Device::Cuda(i) => crate::cuda::to_device(self, i),
-        }
+        let storage = self.storage.to_device(&self.layout, device)?;
+        Ok(Self::from_storage(
+            storage,
+            Layout::contiguous(self.shape()),
+        ))
     }
 
     /// The elements converted to `dtype` (the same array when the dtype already matches).
@@ -470,19 +434,11 @@ impl Array {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        if self.on_cuda() {
-            return crate::cuda::astype(self, dtype);
-        }
-        with_dtype!(self.dtype(), S => {
-            let a = self.host::<S>("astype")?;
-            Ok(with_dtype!(dtype, D => Array::from_cpu_vec(
-                map1("astype", a, |x| match crate::Element::to_i64(x) {
-                    Some(i) => D::from_i64(i),
-                    None => <D as crate::Element>::from_f64(x.to_f64()),
-                })?,
-                self.shape()
-            )))
-        })
+        let storage = self.storage.astype(&self.layout, dtype)?;
+        Ok(Self::from_storage(
+            storage,
+            Layout::contiguous(self.shape()),
+        ))
     }
 
     /// A C-contiguous array with the same elements on the same device (the same array if
@@ -491,13 +447,11 @@ impl Array {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        if self.on_cuda() {
-            return crate::cuda::contiguous(self);
-        }
-        with_dtype!(self.dtype(), T => match self.cpu::<T>() {
-            Some(a) => Ok(Array::from_cpu_vec(map1("contiguous", a, |x| x)?, self.shape())),
-            None => Err(self.element_type_error::<T>("contiguous")),
-        })
+        let storage = self.storage.contiguous(&self.layout)?;
+        Ok(Self::from_storage(
+            storage,
+            Layout::contiguous(self.shape()),
+        ))
     }
 }
 
@@ -516,7 +470,7 @@ impl fmt::Debug for Array {
             self.shape(),
             self.device()
         )?;
-        with_dtype!(self.dtype(), T => match self.cpu::<T>() {
+        with_dtype!(self.dtype(), T => match self.storage.host_ref::<T>(&self.layout) {
             Some(a) => write!(f, ", {})", a.view()),
             None => f.write_str(")"),
         })
@@ -525,7 +479,7 @@ impl fmt::Debug for Array {
 
 impl fmt::Display for Array {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        with_dtype!(self.dtype(), T => match self.cpu::<T>() {
+        with_dtype!(self.dtype(), T => match self.storage.host_ref::<T>(&self.layout) {
             Some(a) => write!(f, "{}", a.view()),
             None => write!(f, "<{} {:?} on {}>", self.dtype(), self.shape(), self.device()),
         })

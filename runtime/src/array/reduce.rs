@@ -1,12 +1,11 @@
 //! Reductions over axes: sum, mean, max, min.
 
-use crate::cpu::{reduce, Reduction};
-use crate::dtype::with_num_dtype;
 use crate::error::{Error, Result};
-use crate::layout::normalize_axes;
+use crate::layout::{normalize_axes, Layout};
+use crate::op::{Reduction, FLOATING};
 use crate::{Array, DType};
 
-use super::elementwise::{unsupported, FLOATING, NUMERIC};
+use super::elementwise::unsupported;
 
 impl Array {
     fn reduce(
@@ -41,16 +40,8 @@ impl Array {
             .collect();
         // Reducing a zero-size axis can leave more elements than the input had (none).
         crate::layout::checked_size(op, &reduced, self.dtype())?;
-        let out = if self.on_cuda() {
-            if self.dtype() == DType::Bool {
-                return Err(unsupported(op, self, NUMERIC));
-            }
-            crate::cuda::reduce(self, &axes, kind)?
-        } else {
-            with_num_dtype!(self.dtype(), T => {
-            Array::from_cpu_vec(reduce(op, self.host::<T>(op)?, &axes, kind)?, &reduced)
-        }, bool => return Err(unsupported(op, self, NUMERIC)))
-        };
+        let out = self.storage().reduce(op, self.layout(), &axes, kind)?;
+        let out = Array::from_storage(out, Layout::contiguous(&reduced));
         if keepdims {
             let kept: Vec<usize> = (0..self.ndim())
                 .map(|a| {

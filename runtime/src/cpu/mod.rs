@@ -1,13 +1,15 @@
 //! The CPU backend: buffers as `Vec`s per dtype, computed with loops over slices and ndarray views.
+//! Its operations (`ops.rs`) take buffers and layouts and return buffers; they never see `Array`.
 
 mod elementwise;
 mod linalg;
+mod ops;
 pub(crate) mod pool;
 mod reduce;
 
 pub(crate) use elementwise::{map1, zip2, zip3, PAR_MIN};
 pub(crate) use linalg::matmul;
-pub(crate) use reduce::{into_c_vec, reduce, Reduction};
+pub(crate) use reduce::{into_c_vec, reduce};
 
 use std::any::Any;
 

@@ -7,37 +7,7 @@ use super::map1;
 use super::pool::Result;
 use super::{CpuRef, PAR_MIN};
 use crate::dtype::NumElement;
-
-/// Which reduction to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Reduction {
-    Sum,
-    Max,
-    Min,
-}
-
-impl Reduction {
-    fn combine<T: NumElement>(self, acc: T, x: T) -> T {
-        // NaN wins (as in NumPy): `x != x` is only true for NaN.
-        #[allow(clippy::eq_op)]
-        let nan = |v: T| v != v;
-        match self {
-            Reduction::Sum => acc.plus(x),
-            Reduction::Max if nan(acc) || (!nan(x) && acc >= x) => acc,
-            Reduction::Min if nan(acc) || (!nan(x) && acc <= x) => acc,
-            Reduction::Max | Reduction::Min => x,
-        }
-    }
-
-    fn identity<T: NumElement>(self) -> T {
-        match self {
-            Reduction::Sum => T::zero(),
-            // `from_f64` saturates, so integers get their MIN / MAX.
-            Reduction::Max => <T as crate::Element>::from_f64(f64::NEG_INFINITY),
-            Reduction::Min => <T as crate::Element>::from_f64(f64::INFINITY),
-        }
-    }
-}
+use crate::op::Reduction;
 
 /// Reduces `a` over `axes` (sorted, unique; non-empty axes for max/min, which the caller checks).
 /// Returns the C-order buffer of the result with the reduced axes removed.

@@ -13,17 +13,16 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{global_cache, Target};
 use kusari_kernels::grid::launch_config;
+use kusari_kernels::loop_plan::{LoopOperand, LoopPlan};
 use kusari_kernels::upload::UploadCache;
-use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
+use kusari_kernels::{ElementwiseDef, ElementwiseSignature, KernelStats, ParamType, ScalarType};
 
 use super::device::{device, CudaDevice};
 use super::driver::{Backend, BinaryTarget, Function, Module};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
-use crate::kernel::{ElementwiseKernel, KernelStats, LoopPlan};
 use crate::layout::Layout;
-use crate::storage::Storage;
-use crate::{Array, DType, Device};
+use crate::{DType, Device};
 
 /// A kernel's identity for the memo tables: its strings' addresses and lengths. Two kernels with
 /// the same addresses are the same kernel; equal kernels at other addresses get their own entry
@@ -32,7 +31,7 @@ use crate::{Array, DType, Device};
 struct KernelId([(usize, usize); 5]);
 
 impl KernelId {
-    fn of(k: &ElementwiseKernel) -> Self {
+    fn of(k: &ElementwiseDef) -> Self {
         let id = |s: &str| (s.as_ptr() as usize, s.len());
         KernelId([
             id(k.name),
@@ -192,7 +191,7 @@ impl Loaded {
     }
 }
 
-fn parsed(kernel: &ElementwiseKernel) -> Result<Arc<Parsed>> {
+fn parsed(kernel: &ElementwiseDef) -> Result<Arc<Parsed>> {
     static TABLE: OnceLock<RwLock<HashMap<KernelId, Arc<Parsed>>>> = OnceLock::new();
     let table = TABLE.get_or_init(Default::default);
     let id = KernelId::of(kernel);
@@ -237,9 +236,9 @@ pub fn kernel_stats() -> KernelStats {
 /// Compiles (through the binary cache) and loads (through the upload cache) a generated kernel
 /// on `dev`. `op` names it in errors.
 pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> Result<Arc<Loaded>> {
-    let compile_err = |e: kusari_kernels::compile::CompileError| Error::KernelCompile {
+    let compile_err = |source| Error::KernelCompile {
         kernel: op.to_string(),
-        message: e.to_string(),
+        source: Box::new(source),
     };
     let target = dev.backend.binary_target(dev.info.compute_capability);
     let key = Backend::module_key(src, target);
@@ -308,92 +307,82 @@ fn param_type(
     }
 }
 
-/// Runs `kernel` over CUDA `inputs` broadcast together (or over `shape` when given), returning
-/// its outputs: new C-contiguous arrays of the loop's shape.
-pub(crate) fn launch(
-    kernel: &ElementwiseKernel,
-    inputs: &[&Array],
-    params: &[f64],
-    shape: Option<&[usize]>,
-) -> Result<Vec<Array>> {
-    let first = inputs.first().ok_or_else(|| Error::InputCount {
-        function: format!("kernel {}", kernel.name),
-        expected: 1,
-        actual: 0,
-    })?;
-    match first.device() {
-        Device::Cuda(ordinal) => launch_on(ordinal, kernel, inputs, params, shape),
-        Device::Cpu => Err(Error::DeviceMismatch {
-            op: format!("kernel {}", kernel.name),
-            lhs: Device::Cpu,
-            rhs: Device::Cuda(0),
-        }),
-    }
-}
+/// A CUDA array as a launch takes it: the buffer and the layout into it.
+pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
 
-/// [`launch`] on `cuda:ordinal`, where every input must be; a kernel without array inputs needs
-/// `shape`.
+/// Runs `kernel` over `inputs` (all on `cuda:ordinal`) broadcast together, or over `shape` when
+/// given (a kernel without array inputs needs it), with the scalar `params` converted to their
+/// declared types. Returns the outputs, new C-contiguous buffers, and the loop's shape.
 pub(crate) fn launch_on(
     ordinal: usize,
-    kernel: &ElementwiseKernel,
-    inputs: &[&Array],
+    kernel: &ElementwiseDef,
+    inputs: &[CudaRef<'_>],
     params: &[f64],
     shape: Option<&[usize]>,
-) -> Result<Vec<Array>> {
+) -> Result<(Vec<CudaStorage>, Vec<usize>)> {
     let label = || format!("kernel {}", kernel.name);
     let parsed = parsed(kernel)?;
     let sig = &parsed.sig;
-    if let Some(other) = inputs.iter().find(|a| a.device() != Device::Cuda(ordinal)) {
+    if let Some((other, _)) = inputs.iter().find(|(s, _)| s.ordinal() != ordinal) {
         return Err(Error::DeviceMismatch {
             op: label(),
             lhs: Device::Cuda(ordinal),
-            rhs: other.device(),
+            rhs: Device::Cuda(other.ordinal()),
         });
     }
-    kernel.check_param_count(sig, params)?;
-    let types = kernel.bind_parsed(sig, inputs)?;
+    kernel.check_param_count(sig, params.len())?;
+    let typed: Vec<(ScalarType, &[usize])> = inputs
+        .iter()
+        .map(|(s, l)| (ScalarType::from(s.dtype()), l.shape()))
+        .collect();
+    let types: Vec<(char, DType)> = kernel
+        .bind(sig, &typed)?
+        .into_iter()
+        .map(|(c, t)| (c, DType::from(t)))
+        .collect();
 
-    // `raw` inputs are indexed by the body as flat C-order arrays.
-    let mut owned: Vec<Array> = Vec::new();
-    let mut args: Vec<&Array> = Vec::with_capacity(inputs.len());
-    for (p, a) in sig.inputs.iter().zip(inputs) {
-        if p.raw && !a.is_contiguous() {
-            owned.push(a.contiguous()?);
-        }
-    }
-    let mut next_owned = owned.iter();
-    for (p, a) in sig.inputs.iter().zip(inputs) {
-        if p.raw && !a.is_contiguous() {
-            args.push(
-                next_owned
-                    .next()
-                    .expect("one copy per non-contiguous raw input"),
-            );
-        } else {
-            args.push(a);
-        }
-    }
+    // `raw` inputs are indexed by the body as flat C-order arrays: views are copied.
+    let copies = sig
+        .inputs
+        .iter()
+        .zip(inputs)
+        .map(|(p, &(s, l))| match p.raw && !l.is_contiguous() {
+            true => Ok(Some((s.contiguous(l)?, Layout::contiguous(l.shape())))),
+            false => Ok(None),
+        })
+        .collect::<Result<Vec<Option<(CudaStorage, Layout)>>>>()?;
+    let args: Vec<CudaRef<'_>> = copies
+        .iter()
+        .zip(inputs)
+        .map(|(copy, &input)| match copy {
+            Some((s, l)) => (s, l),
+            None => input,
+        })
+        .collect();
 
+    let operands: Vec<LoopOperand<'_>> = args
+        .iter()
+        .map(|(_, l)| LoopOperand {
+            shape: l.shape(),
+            contiguous: l.is_contiguous(),
+        })
+        .collect();
     let LoopPlan {
         looped,
         shape: loop_shape,
         indexing,
         width,
-    } = LoopPlan::new(sig, &args, shape)?;
+    } = LoopPlan::new(sig, &operands, shape)?;
     let n: usize = loop_shape.iter().product();
 
     let dev = device(ordinal, &label())?;
     let mut outputs = Vec::with_capacity(sig.outputs.len());
     for p in &sig.outputs {
         let dtype = DType::from(param_type(kernel.name, p, &types)?);
-        let storage = CudaStorage::alloc(&dev, n, dtype)?;
-        outputs.push(Array::from_storage(
-            Storage::Cuda(storage),
-            Layout::contiguous(&loop_shape),
-        ));
+        outputs.push(CudaStorage::alloc(&dev, n, dtype)?);
     }
     let Some((grid, block)) = launch_config(n, dev.sm_count()) else {
-        return Ok(outputs);
+        return Ok((outputs, loop_shape));
     };
 
     let key = VariantKey {
@@ -440,11 +429,11 @@ pub(crate) fn launch_on(
 
     // Argument values, in the kernel's parameter order.
     let mut values = KernelArgs::default();
-    for a in &args {
-        values.pointer(CudaStorage::of(a).ptr_at(a.layout().offset()));
+    for (s, l) in &args {
+        values.pointer(s.ptr_at(l.offset()));
     }
     for o in &outputs {
-        values.pointer(CudaStorage::of(o).ptr_at(0));
+        values.pointer(o.ptr_at(0));
     }
     for (p, &v) in sig.params.iter().zip(params) {
         let (bits, width) = scalar_bytes(param_type(kernel.name, p, &key.types)?, v);
@@ -459,18 +448,19 @@ pub(crate) fn launch_on(
         let nd = ndim.max(1);
         let mut layout_struct: Vec<i64> = loop_shape.iter().map(|&d| d as i64).collect();
         layout_struct.resize(nd, 1);
-        let strides_of = |a: &Array| -> Result<Vec<i64>> {
-            let b = a.layout().broadcast_to(&loop_shape, "ElementwiseKernel")?;
+        let strides_of = |l: &Layout| -> Result<Vec<i64>> {
+            let b = l.broadcast_to(&loop_shape, "ElementwiseKernel")?;
             let mut s: Vec<i64> = b.strides().iter().map(|&s| s as i64).collect();
             s.resize(nd, 0);
             Ok(s)
         };
-        for a in &looped {
-            layout_struct.extend(strides_of(a)?);
+        for &i in &looped {
+            layout_struct.extend(strides_of(args[i].1)?);
         }
-        for (p, o) in sig.outputs.iter().zip(&outputs) {
+        let out_layout = Layout::contiguous(&loop_shape);
+        for p in &sig.outputs {
             if !p.raw {
-                layout_struct.extend(strides_of(o)?);
+                layout_struct.extend(strides_of(&out_layout)?);
             }
         }
         if looped.is_empty() && sig.outputs.iter().all(|p| p.raw) {
@@ -484,5 +474,5 @@ pub(crate) fn launch_on(
     // type, and for the strided variant the layout struct (`long long shape[nd]; long long
     // strides[k][nd]`).
     unsafe { loaded.launch_args(&dev, grid, block, &mut values, &label()) }?;
-    Ok(outputs)
+    Ok((outputs, loop_shape))
 }

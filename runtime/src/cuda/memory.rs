@@ -6,8 +6,7 @@ use std::sync::Arc;
 use super::device::CudaDevice;
 use super::driver::DevicePtr;
 use crate::error::{Error, Result};
-use crate::storage::Storage;
-use crate::{Array, DType};
+use crate::DType;
 
 /// An array's buffer on a CUDA device: `len` elements of `dtype`.
 pub(crate) struct CudaStorage {
@@ -66,14 +65,6 @@ impl CudaStorage {
 
     fn bytes(&self) -> usize {
         self.len * self.dtype.size_in_bytes()
-    }
-
-    /// The buffer of a CUDA array (callers have checked the device).
-    pub(crate) fn of(a: &Array) -> &CudaStorage {
-        match a.storage() {
-            Storage::Cuda(s) => s,
-            Storage::Cpu(_) => unreachable!("the caller checked that the array is on CUDA"),
-        }
     }
 
     pub(crate) fn dtype(&self) -> DType {

@@ -1,5 +1,6 @@
 //! The CUDA backend (feature `cuda`, on by default): device buffers, elementwise kernels compiled
-//! with NVRTC and cached on disk and per device, reductions and cuBLAS matrix products.
+//! with NVRTC and cached on disk and per device, reductions and cuBLAS matrix products. Its
+//! operations (`ops.rs`) take buffers and layouts and return buffers; they never see `Array`.
 //!
 //! Nothing here needs CUDA at build time: the driver, NVRTC and cuBLAS are loaded when first
 //! used. A machine without a driver gets [`Error::CudaUnavailable`](crate::Error) from every
@@ -25,22 +26,23 @@
 mod device;
 mod driver;
 mod emulator;
+mod kernels;
 mod launch;
 mod memory;
 mod ops;
 
 pub use crate::device::DeviceProperties;
-pub use crate::kernel::KernelStats;
 pub use device::{
     device_count, device_properties, is_available, properties, synchronize, unavailable_reason,
 };
 pub use driver::{emulate, is_emulated};
 pub use emulator::emulated_bytes_in_use;
+pub use kusari_kernels::KernelStats;
 pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;
-pub(crate) use launch::launch;
+pub(crate) use kernels::{builtin_kernels, source_for};
+pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
-pub(crate) use ops::{astype, contiguous, full, matmul, reduce, to_device, to_host};
 
 pub use crate::device::host_fallback_count;

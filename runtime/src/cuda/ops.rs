@@ -1,23 +1,33 @@
-//! Array operations that are not a single elementwise kernel: transfers, fills, casts, copies,
-//! reductions (a simple one-block-per-row kernel) and matrix products (cuBLAS, or a plain kernel
-//! for integers and where cuBLAS is missing).
+//! The operations on CUDA buffers: each takes buffers with their layouts and returns a new
+//! C-contiguous buffer. Elementwise ops run the built-in kernels (`kernels.rs`); the rest are
+//! transfers, fills, casts, copies, reductions (a simple one-block-per-row kernel) and matrix
+//! products (cuBLAS, or a plain kernel for integers and where cuBLAS is missing).
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::reduction::{reduction, reduction_chunks, ReductionKind, REDUCTION_BLOCK};
+use kusari_kernels::ElementwiseDef;
 
 use super::device::{device, CudaDevice};
 use super::driver::{Gemm, GemmType};
-use super::launch::{launch, launch_source, Loaded};
+use super::kernels::{
+    binary_kernel, cast_kernel, compare_kernel, fill_kernel, float_binary_kernel,
+    float_unary_kernel, scalar_kernel, unary_kernel, COPY, GREATER_SCALAR, MATMUL, MUL_ADD,
+    POW_SCALAR, WHERE,
+};
+use super::launch::{launch_on, launch_source, CudaRef, Loaded};
 use super::memory::CudaStorage;
-use crate::cpu::Reduction;
+use crate::cpu::CpuStorage;
 use crate::dtype::{with_dtype, Element};
 use crate::error::{Error, Result};
-use crate::kernel::{cast_kernel, fill_kernel, COPY, MATMUL};
 use crate::layout::Layout;
-use crate::storage::Storage;
-use crate::{Array, DType, Device};
+use crate::op::{
+    require_float, require_numeric, unsupported, BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp,
+    Reduction, UnaryOp,
+};
+use crate::DType;
 
 /// The bytes of a typed slice (every `Element` is a plain value without padding).
 fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
@@ -26,107 +36,376 @@ fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
-/// `a` (on any device) copied to `cuda:ordinal`.
-pub(crate) fn to_device(a: &Array, ordinal: usize) -> Result<Array> {
-    let op = format!("to_device(cuda:{ordinal})");
-    let dev = device(ordinal, &op)?;
-    if !a.device().is_cpu() {
-        // From another device: a device-to-device copy of its contiguous elements.
-        let a = contiguous(a)?;
-        let src = CudaStorage::of(&a);
-        let dst = CudaStorage::alloc(&dev, a.size(), a.dtype())?;
-        dst.copy_from(src, a.layout().offset())?;
-        return Ok(Array::from_storage(
-            Storage::Cuda(dst),
-            Layout::contiguous(a.shape()),
-        ));
-    }
-    let dst = CudaStorage::alloc(&dev, a.size(), a.dtype())?;
-    with_dtype!(a.dtype(), T => {
-        let host = a.host::<T>("to_device")?.to_cow("to_device")?;
-        dst.write_from_host(as_bytes(&host))?;
-    });
-    Ok(Array::from_storage(
-        Storage::Cuda(dst),
-        Layout::contiguous(a.shape()),
-    ))
+/// A buffer in C order for a layout: the buffer itself when the layout already is, else a copy.
+enum InOrder<'a> {
+    Same(&'a CudaStorage),
+    Copy(CudaStorage),
 }
 
-/// A CUDA array's elements copied to the host, in C order.
-pub(crate) fn to_host(a: &Array) -> Result<Array> {
-    let a = a.contiguous()?;
-    let s = CudaStorage::of(&a);
-    let n = a.size();
-    if a.dtype() == DType::Bool {
-        // Any byte may come back (memory a kernel did not write): only 0 and 1 are bools.
-        let mut bytes: Vec<u8> = crate::cpu::pool::alloc("to_host", n)?;
-        bytes.resize(n, 0);
-        s.read_to_host(a.layout().offset(), &mut bytes)?;
-        if let Some(i) = bytes.iter().position(|&b| b > 1) {
-            return Err(Error::Cuda {
-                op: format!("copy a bool array from {}", a.device()),
-                msg: format!(
-                    "element {i} holds the byte {:#04x}, which is not a bool (0 or 1): memory no kernel wrote?",
-                    bytes[i]
-                ),
-            });
+impl Deref for InOrder<'_> {
+    type Target = CudaStorage;
+    fn deref(&self) -> &CudaStorage {
+        match self {
+            InOrder::Same(s) => s,
+            InOrder::Copy(s) => s,
         }
-        let v: Vec<bool> = bytes.into_iter().map(|b| b == 1).collect();
-        return Ok(Array::from_cpu_vec(v, a.shape()));
     }
-    with_dtype!(a.dtype(), T => {
-        let mut v: Vec<T> = crate::cpu::pool::alloc("to_host", n)?;
-        // SAFETY: the spare capacity is `n` elements; `read_to_host` fills every byte with
-        // values the device wrote for `T` (not bool: handled above; every bit pattern is a
-        // valid number) before `set_len`.
-        unsafe {
-            let bytes = std::slice::from_raw_parts_mut(
-                v.as_mut_ptr().cast::<u8>(),
-                n * std::mem::size_of::<T>(),
-            );
-            s.read_to_host(a.layout().offset(), bytes)?;
-            v.set_len(n);
+}
+
+/// The only output of a one-output kernel.
+fn only_output(kernel: &ElementwiseDef, outputs: Vec<CudaStorage>) -> Result<CudaStorage> {
+    outputs
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::KernelArguments {
+            kernel: kernel.name.to_string(),
+            msg: "the kernel has no output".to_string(),
+        })
+}
+
+impl CudaStorage {
+    /// The elements of `l` in C order: this buffer when `l` is C-contiguous (read from
+    /// `l.offset()`), else a copy (read from 0).
+    fn in_order(&self, l: &Layout) -> Result<(InOrder<'_>, usize)> {
+        if l.is_contiguous() {
+            return Ok((InOrder::Same(self), l.offset()));
         }
-        Ok(Array::from_cpu_vec(v, a.shape()))
-    })
-}
-
-/// A new array of `shape` filled with `value` on `cuda:ordinal`.
-pub(crate) fn full(shape: &[usize], value: f64, dtype: DType, ordinal: usize) -> Result<Array> {
-    let op = || format!("full_on(cuda:{ordinal})");
-    let dev = device(ordinal, &op())?;
-    let n = shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| Error::Cuda {
-            op: op(),
-            msg: format!("the element count of shape {shape:?} overflows"),
-        })?;
-    // All-zero bytes are +0 in every dtype; -0.0 needs its sign bit, so it goes to the kernel.
-    if value == 0.0 && value.is_sign_positive() {
-        let s = CudaStorage::alloc(&dev, n, dtype)?;
-        s.zero()?;
-        return Ok(Array::from_storage(
-            Storage::Cuda(s),
-            Layout::contiguous(shape),
-        ));
+        Ok((InOrder::Copy(self.contiguous(l)?), 0))
     }
-    let k = fill_kernel(dtype);
-    Ok(super::launch::launch_on(ordinal, k, &[], &[value], Some(shape))?.remove(0))
-}
 
-/// A C-contiguous copy of a CUDA array (itself when already contiguous).
-pub(crate) fn contiguous(a: &Array) -> Result<Array> {
-    if a.is_contiguous() {
-        return Ok(a.clone());
+    /// A host buffer's elements (with layout `l`) copied to `cuda:ordinal`, in C order.
+    pub(crate) fn from_host(src: &CpuStorage, l: &Layout, ordinal: usize) -> Result<Self> {
+        let op = format!("to_device(cuda:{ordinal})");
+        let dev = device(ordinal, &op)?;
+        let dst = CudaStorage::alloc(&dev, l.size(), src.dtype())?;
+        with_dtype!(src.dtype(), T => {
+            let host = src.typed::<T>("to_device", l)?.to_cow("to_device")?;
+            dst.write_from_host(as_bytes(&host))?;
+        });
+        Ok(dst)
     }
-    Ok(launch(&COPY, &[a], &[], None)?.remove(0))
-}
 
-/// A CUDA array converted to `dtype`.
-pub(crate) fn astype(a: &Array, dtype: DType) -> Result<Array> {
-    let k = cast_kernel(a.dtype(), dtype);
-    Ok(launch(k, &[a], &[], None)?.remove(0))
+    /// The elements of `l` copied to `cuda:ordinal` (another device), in C order.
+    pub(crate) fn to_cuda(&self, l: &Layout, ordinal: usize) -> Result<Self> {
+        let op = format!("to_device(cuda:{ordinal})");
+        let dev = device(ordinal, &op)?;
+        let (src, offset) = self.in_order(l)?;
+        let dst = CudaStorage::alloc(&dev, l.size(), self.dtype())?;
+        dst.copy_from(&src, offset)?;
+        Ok(dst)
+    }
+
+    /// The elements of `l` copied to the host, in C order.
+    pub(crate) fn to_host(&self, l: &Layout) -> Result<CpuStorage> {
+        let (s, offset) = self.in_order(l)?;
+        let n = l.size();
+        if self.dtype() == DType::Bool {
+            // Any byte may come back (memory a kernel did not write): only 0 and 1 are bools.
+            let mut bytes: Vec<u8> = crate::cpu::pool::alloc("to_host", n)?;
+            bytes.resize(n, 0);
+            s.read_to_host(offset, &mut bytes)?;
+            if let Some(i) = bytes.iter().position(|&b| b > 1) {
+                return Err(Error::Cuda {
+                    op: format!("copy a bool array from cuda:{}", self.ordinal()),
+                    msg: format!(
+                        "element {i} holds the byte {:#04x}, which is not a bool (0 or 1): memory no kernel wrote?",
+                        bytes[i]
+                    ),
+                });
+            }
+            let v: Vec<bool> = bytes.into_iter().map(|b| b == 1).collect();
+            return Ok(CpuStorage::from_vec(v));
+        }
+        with_dtype!(self.dtype(), T => {
+            let mut v: Vec<T> = crate::cpu::pool::alloc("to_host", n)?;
+            // SAFETY: the spare capacity is `n` elements; `read_to_host` fills every byte with
+            // values the device wrote for `T` (not bool: handled above; every bit pattern is a
+            // valid number) before `set_len`.
+            unsafe {
+                let bytes = std::slice::from_raw_parts_mut(
+                    v.as_mut_ptr().cast::<u8>(),
+                    n * std::mem::size_of::<T>(),
+                );
+                s.read_to_host(offset, bytes)?;
+                v.set_len(n);
+            }
+            Ok(CpuStorage::from_vec(v))
+        })
+    }
+
+    /// A new buffer of `shape`'s size filled with `value` on `cuda:ordinal`.
+    pub(crate) fn full(shape: &[usize], value: f64, dtype: DType, ordinal: usize) -> Result<Self> {
+        let op = || format!("full_on(cuda:{ordinal})");
+        let dev = device(ordinal, &op())?;
+        let n = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| Error::Cuda {
+                op: op(),
+                msg: format!("the element count of shape {shape:?} overflows"),
+            })?;
+        // All-zero bytes are +0 in every dtype; -0.0 needs its sign bit, so it goes to the kernel.
+        if value == 0.0 && value.is_sign_positive() {
+            let s = CudaStorage::alloc(&dev, n, dtype)?;
+            s.zero()?;
+            return Ok(s);
+        }
+        let k = fill_kernel(dtype);
+        only_output(k, launch_on(ordinal, k, &[], &[value], Some(shape))?.0)
+    }
+
+    /// Runs `kernel` over `inputs` (this buffer's device), as [`launch_on`] does.
+    pub(crate) fn launch(
+        &self,
+        kernel: &ElementwiseDef,
+        inputs: &[CudaRef<'_>],
+        params: &[f64],
+    ) -> Result<(Vec<CudaStorage>, Vec<usize>)> {
+        launch_on(self.ordinal(), kernel, inputs, params, None)
+    }
+
+    /// The elements of `l` in C order, in a buffer of their own.
+    pub(crate) fn contiguous(&self, l: &Layout) -> Result<Self> {
+        only_output(
+            &COPY,
+            launch_on(self.ordinal(), &COPY, &[(self, l)], &[], None)?.0,
+        )
+    }
+
+    /// The elements of `l` converted to `dtype`.
+    pub(crate) fn astype(&self, l: &Layout, dtype: DType) -> Result<Self> {
+        let k = cast_kernel(self.dtype(), dtype);
+        only_output(k, launch_on(self.ordinal(), k, &[(self, l)], &[], None)?.0)
+    }
+
+    /// Runs an op's kernel on `inputs` (this buffer's device), returning its one output.
+    /// Half-precision operands compute in float32, as on the host; with `keep_dtype` the result
+    /// goes back to their dtype.
+    fn op(
+        &self,
+        kernel: &ElementwiseDef,
+        inputs: &[CudaRef<'_>],
+        params: &[f64],
+        keep_dtype: bool,
+    ) -> Result<Self> {
+        let ordinal = self.ordinal();
+        let half = inputs
+            .iter()
+            .map(|(s, _)| s.dtype())
+            .find(|d| matches!(d, DType::F16 | DType::BF16));
+        let Some(half) = half else {
+            return only_output(kernel, launch_on(ordinal, kernel, inputs, params, None)?.0);
+        };
+        let wide = inputs
+            .iter()
+            .map(|&(s, l)| match s.dtype() == half {
+                true => Ok(Some((
+                    s.astype(l, DType::F32)?,
+                    Layout::contiguous(l.shape()),
+                ))),
+                false => Ok(None),
+            })
+            .collect::<Result<Vec<Option<(CudaStorage, Layout)>>>>()?;
+        let refs: Vec<CudaRef<'_>> = wide
+            .iter()
+            .zip(inputs)
+            .map(|(w, &input)| match w {
+                Some((s, l)) => (s, l),
+                None => input,
+            })
+            .collect();
+        let (outputs, shape) = launch_on(ordinal, kernel, &refs, params, None)?;
+        let out = only_output(kernel, outputs)?;
+        if keep_dtype {
+            out.astype(&Layout::contiguous(&shape), half)
+        } else {
+            Ok(out)
+        }
+    }
+
+    pub(crate) fn unary<O: UnaryOp>(&self, l: &Layout) -> Result<Self> {
+        require_numeric(O::NAME, self.dtype(), l.shape())?;
+        self.op(&unary_kernel::<O>(), &[(self, l)], &[], true)
+    }
+
+    pub(crate) fn float_unary<O: FloatUnaryOp>(&self, l: &Layout) -> Result<Self> {
+        require_float(O::NAME, self.dtype(), l.shape())?;
+        self.op(&float_unary_kernel::<O>(), &[(self, l)], &[], true)
+    }
+
+    pub(crate) fn binary<O: BinaryOp>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self> {
+        require_numeric(O::NAME, self.dtype(), l.shape())?;
+        self.op(&binary_kernel::<O>(), &[(self, l), (rhs, rl)], &[], true)
+    }
+
+    pub(crate) fn float_binary<O: FloatBinaryOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+    ) -> Result<Self> {
+        require_float(O::NAME, self.dtype(), l.shape())?;
+        self.op(
+            &float_binary_kernel::<O>(),
+            &[(self, l), (rhs, rl)],
+            &[],
+            true,
+        )
+    }
+
+    pub(crate) fn compare<O: CmpOp>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self> {
+        self.op(&compare_kernel::<O>(), &[(self, l), (rhs, rl)], &[], false)
+    }
+
+    pub(crate) fn binary_scalar<O: BinaryOp>(
+        &self,
+        l: &Layout,
+        s: f64,
+        scalar_first: bool,
+    ) -> Result<Self> {
+        require_numeric(O::NAME, self.dtype(), l.shape())?;
+        self.op(&scalar_kernel::<O>(scalar_first), &[(self, l)], &[s], true)
+    }
+
+    pub(crate) fn pow_scalar(&self, l: &Layout, p: f64) -> Result<Self> {
+        require_float("pow", self.dtype(), l.shape())?;
+        self.op(&POW_SCALAR, &[(self, l)], &[p], true)
+    }
+
+    pub(crate) fn gt_scalar(&self, l: &Layout, s: f64) -> Result<Self> {
+        self.op(&GREATER_SCALAR, &[(self, l)], &[s], false)
+    }
+
+    pub(crate) fn where_cond(
+        &self,
+        cl: &Layout,
+        (a, al): CudaRef<'_>,
+        (b, bl): CudaRef<'_>,
+    ) -> Result<Self> {
+        self.op(&WHERE, &[(self, cl), (a, al), (b, bl)], &[], true)
+    }
+
+    pub(crate) fn mul_add(
+        &self,
+        xl: &Layout,
+        (y, yl): CudaRef<'_>,
+        (z, zl): CudaRef<'_>,
+    ) -> Result<Self> {
+        require_numeric("mul_add", self.dtype(), xl.shape())?;
+        self.op(&MUL_ADD, &[(self, xl), (y, yl), (z, zl)], &[], true)
+    }
+
+    /// Reduces the elements of `l` over `axes` (sorted, distinct), giving the kept axes in C
+    /// order. Half-precision buffers are reduced in float32.
+    ///
+    /// The reduced axes are moved last (a permuted copy), giving `[rows, len]`. Rows that alone
+    /// fill the device get one block each. Few long rows (`sum` or `mean` of everything, every
+    /// loss) are split: a first pass reduces chunks of each row in parallel into
+    /// `[rows, chunks]` partial results, and the row kernel reduces those, so a full reduction
+    /// uses every SM instead of one.
+    pub(crate) fn reduce(
+        &self,
+        op: &'static str,
+        l: &Layout,
+        axes: &[usize],
+        kind: Reduction,
+    ) -> Result<Self> {
+        require_numeric(op, self.dtype(), l.shape())?;
+        if matches!(self.dtype(), DType::F16 | DType::BF16) {
+            let wide = self.astype(l, DType::F32)?;
+            let reduced = wide.reduce(op, &Layout::contiguous(l.shape()), axes, kind)?;
+            let kept: Vec<usize> = (0..l.ndim())
+                .filter(|x| !axes.contains(x))
+                .map(|x| l.shape()[x])
+                .collect();
+            return reduced.astype(&Layout::contiguous(&kept), self.dtype());
+        }
+        let shape = l.shape();
+        let kept: Vec<usize> = (0..l.ndim()).filter(|x| !axes.contains(x)).collect();
+        let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+        let rows: usize = kept.iter().map(|&x| shape[x]).product();
+        let len: usize = axes.iter().map(|&x| shape[x]).product();
+        let dev = device(self.ordinal(), "reduce")?;
+        let out = CudaStorage::alloc(&dev, rows, self.dtype())?;
+        if rows > 0 {
+            let (src, offset) = self.in_order(&l.permuted(&perm))?;
+            let mut input = src.ptr_at(offset);
+            let mut row_len = len;
+            let kind = reduction_kind(kind);
+            // Kept alive until the second pass has read it.
+            let mut partials = None;
+            if let Some(chunk) = chunk_for(rows, len, dev.sm_count() as usize) {
+                let chunks = len.div_ceil(chunk);
+                let p = CudaStorage::alloc(&dev, rows * chunks, self.dtype())?;
+                let first = reduction_function(&dev, kind, self.dtype(), true)?;
+                let grid = (rows * chunks).min(dev.sm_count() as usize * 32) as u32;
+                let mut values = [input, p.ptr_at(0), rows as u64, len as u64, chunk as u64];
+                first.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce (chunks)")?;
+                input = p.ptr_at(0);
+                row_len = chunks;
+                partials = Some(p);
+            }
+            let loaded = reduction_function(&dev, kind, self.dtype(), false)?;
+            let grid = rows.min(dev.sm_count() as usize * 32).max(1) as u32;
+            let mut values: [u64; 4] = [input, out.ptr_at(0), rows as u64, row_len as u64];
+            loaded.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce")?;
+            drop(partials);
+        }
+        Ok(out)
+    }
+
+    /// The product of `self` [.., n, k] and `rhs` [.., k, m] with batch axes broadcast to
+    /// `batch`: `batch + [n, m]` in C order. Integer dtypes, and floats where cuBLAS cannot be
+    /// loaded, use a plain kernel; float32 and float64 use cuBLAS.
+    pub(crate) fn matmul(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        batch: &[usize],
+        (n, k, m): (usize, usize, usize),
+    ) -> Result<Self> {
+        let dev = device(self.ordinal(), "matmul")?;
+        let mut a_shape = batch.to_vec();
+        a_shape.extend([n, k]);
+        let mut b_shape = batch.to_vec();
+        b_shape.extend([k, m]);
+        let al = l.broadcast_to(&a_shape, "matmul")?;
+        let bl = rl.broadcast_to(&b_shape, "matmul")?;
+        let batches: usize = batch.iter().product();
+        let fits = |x: usize| i32::try_from(x).is_ok();
+        let blas_ok = GemmType::of(self.dtype()).is_some()
+            && [n, k, m, batches].into_iter().all(fits)
+            && dev.backend.has_blas();
+        if !blas_ok {
+            // The kernel's `raw` inputs are copied to C order by the launch.
+            let mut out_shape = batch.to_vec();
+            out_shape.extend([n, m]);
+            let params = [n as f64, k as f64, m as f64];
+            let inputs = [(self, &al), (rhs, &bl)];
+            let (outputs, _) =
+                launch_on(self.ordinal(), &MATMUL, &inputs, &params, Some(&out_shape))?;
+            return only_output(&MATMUL, outputs);
+        }
+        let (a, a_offset) = self.in_order(&al)?;
+        let (b, b_offset) = rhs.in_order(&bl)?;
+        let out = CudaStorage::alloc(&dev, batches * n * m, self.dtype())?;
+        if batches * n * m > 0 {
+            if k == 0 {
+                out.zero()?;
+            } else {
+                gemm(
+                    &dev,
+                    (&a, a_offset),
+                    (&b, b_offset),
+                    &out,
+                    batches,
+                    (n, k, m),
+                )?;
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn reduction_kind(kind: Reduction) -> ReductionKind {
@@ -135,57 +414,6 @@ fn reduction_kind(kind: Reduction) -> ReductionKind {
         Reduction::Max => ReductionKind::Max,
         Reduction::Min => ReductionKind::Min,
     }
-}
-
-/// Reduces the CUDA array `a` over `axes` (sorted, distinct), giving the kept axes' shape.
-/// Half-precision arrays are reduced in float32.
-///
-/// The reduced axes are moved last (a permuted copy), giving `[rows, len]`. Rows that alone fill
-/// the device get one block each. Few long rows (`sum` or `mean` of everything, every loss)
-/// are split: a first pass reduces chunks of each row in parallel into `[rows, chunks]` partial
-/// results, and the row kernel reduces those, so a full reduction uses every SM instead of one.
-pub(crate) fn reduce(a: &Array, axes: &[usize], kind: Reduction) -> Result<Array> {
-    if matches!(a.dtype(), DType::F16 | DType::BF16) {
-        return reduce(&astype(a, DType::F32)?, axes, kind).and_then(|r| astype(&r, a.dtype()));
-    }
-    let kept: Vec<usize> = (0..a.ndim()).filter(|x| !axes.contains(x)).collect();
-    let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
-    let out_shape: Vec<usize> = kept.iter().map(|&x| a.shape()[x]).collect();
-    let rows: usize = out_shape.iter().product();
-    let len: usize = axes.iter().map(|&x| a.shape()[x]).product();
-    let Device::Cuda(ordinal) = a.device() else {
-        unreachable!("the caller checked the device")
-    };
-    let dev = device(ordinal, "reduce")?;
-    let out = CudaStorage::alloc(&dev, rows, a.dtype())?;
-    if rows > 0 {
-        let src = contiguous(&a.transpose(Some(&perm))?)?;
-        let mut input = CudaStorage::of(&src).ptr_at(src.layout().offset());
-        let mut row_len = len;
-        let kind = reduction_kind(kind);
-        // Kept alive until the second pass has read it.
-        let mut partials = None;
-        if let Some(chunk) = chunk_for(rows, len, dev.sm_count() as usize) {
-            let chunks = len.div_ceil(chunk);
-            let p = CudaStorage::alloc(&dev, rows * chunks, a.dtype())?;
-            let first = reduction_function(&dev, kind, a.dtype(), true)?;
-            let grid = (rows * chunks).min(dev.sm_count() as usize * 32) as u32;
-            let mut values = [input, p.ptr_at(0), rows as u64, len as u64, chunk as u64];
-            first.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce (chunks)")?;
-            input = p.ptr_at(0);
-            row_len = chunks;
-            partials = Some(p);
-        }
-        let loaded = reduction_function(&dev, kind, a.dtype(), false)?;
-        let grid = rows.min(dev.sm_count() as usize * 32).max(1) as u32;
-        let mut values: [u64; 4] = [input, out.ptr_at(0), rows as u64, row_len as u64];
-        loaded.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce")?;
-        drop(partials);
-    }
-    Ok(Array::from_storage(
-        Storage::Cuda(out),
-        Layout::contiguous(&out_shape),
-    ))
 }
 
 /// Elements each thread of a chunk folds, at least: below that a block's start-up and its tree
@@ -240,63 +468,16 @@ fn reduction_function(
     Ok(l)
 }
 
-/// The product of CUDA arrays `a` [.., n, k] and `b` [.., k, m] with batch axes broadcast to
-/// `batch`, as a new array of `out_shape`. Integer dtypes, and floats where cuBLAS cannot be
-/// loaded, use a plain kernel; float32 and float64 use cuBLAS.
-pub(crate) fn matmul(
-    a: &Array,
-    b: &Array,
-    batch: &[usize],
-    (n, k, m): (usize, usize, usize),
-    out_shape: &[usize],
-) -> Result<Array> {
-    let Device::Cuda(ordinal) = a.device() else {
-        unreachable!("the caller checked the device")
-    };
-    let dev = device(ordinal, "matmul")?;
-    let mut a_shape = batch.to_vec();
-    a_shape.extend([n, k]);
-    let mut b_shape = batch.to_vec();
-    b_shape.extend([k, m]);
-    let a = contiguous(&a.broadcast_to(&a_shape)?)?;
-    let b = contiguous(&b.broadcast_to(&b_shape)?)?;
-    let batches: usize = batch.iter().product();
-    let fits = |x: usize| i32::try_from(x).is_ok();
-    let blas_ok = GemmType::of(a.dtype()).is_some()
-        && [n, k, m, batches].into_iter().all(fits)
-        && dev.backend.has_blas();
-    if !blas_ok {
-        return Ok(launch(
-            &MATMUL,
-            &[&a, &b],
-            &[n as f64, k as f64, m as f64],
-            Some(out_shape),
-        )?
-        .remove(0));
-    }
-    let out = CudaStorage::alloc(&dev, batches * n * m, a.dtype())?;
-    if batches * n * m > 0 {
-        if k == 0 {
-            out.zero()?;
-        } else {
-            gemm(&dev, &a, &b, &out, batches, (n, k, m))?;
-        }
-    }
-    Ok(Array::from_storage(
-        Storage::Cuda(out),
-        Layout::contiguous(out_shape),
-    ))
-}
-
 fn gemm(
     dev: &CudaDevice,
-    a: &Array,
-    b: &Array,
+    (a, a_offset): (&CudaStorage, usize),
+    (b, b_offset): (&CudaStorage, usize),
     out: &CudaStorage,
     batches: usize,
     (n, k, m): (usize, usize, usize),
 ) -> Result<()> {
-    let dtype = GemmType::of(a.dtype()).expect("the caller checked the dtype");
+    let dtype = GemmType::of(a.dtype())
+        .ok_or_else(|| unsupported("matmul", a.dtype(), &[n, k], "float32 or float64 (cuBLAS)"))?;
     let (n_, k_, m_) = (n as i32, k as i32, m as i32);
     // Row-major C[n, m] = A[n, k] B[k, m] is column-major C^T[m, n] = B^T[m, k] A^T[k, n]:
     // the row-major buffers are already the transposes cuBLAS sees.
@@ -308,10 +489,10 @@ fn gemm(
         n: n_,
         k: k_,
         alpha: 1.0,
-        a: CudaStorage::of(b).ptr_at(b.layout().offset()),
+        a: b.ptr_at(b_offset),
         lda: m_,
         stride_a: (k * m) as i64,
-        b: CudaStorage::of(a).ptr_at(a.layout().offset()),
+        b: a.ptr_at(a_offset),
         ldb: k_,
         stride_b: (n * k) as i64,
         beta: 0.0,

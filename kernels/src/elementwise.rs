@@ -1,0 +1,294 @@
+//! An elementwise kernel's definition (CuPy's `ElementwiseKernel` arguments: a name, the input,
+//! output and scalar-parameter lists, and the loop body), the check of the whole definition, and
+//! the binding of its type placeholders to the element types of the arrays it runs over. Pure:
+//! strings and types in, values or typed errors out.
+
+use std::fmt;
+
+use crate::signature::{ElementwiseSignature, ParamType, ScalarType, SignatureList};
+
+/// How many signature mistakes an [`InvalidKernel`] shows (the rest are counted).
+const MAX_REPORTED: usize = 20;
+
+/// An elementwise kernel as written: every part a `'static` string, so a definition is a
+/// `const` value and two launches of one `static` are recognised by the strings' addresses.
+///
+/// ```
+/// use kusari_kernels::{ElementwiseDef, ScalarType};
+/// const SCALE: ElementwiseDef = ElementwiseDef::new("scale", "T x", "T y", "T a", "y = a * x;");
+/// let sig = SCALE.signature().unwrap();
+/// assert_eq!(sig.params[0].name, "a");
+/// let types = SCALE.bind(&sig, &[(ScalarType::Float32, &[3][..])]).unwrap();
+/// assert_eq!(types, vec![('T', ScalarType::Float32)]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElementwiseDef {
+    /// The kernel's name (shown by profilers and in messages).
+    pub name: &'static str,
+    /// Array inputs, e.g. `"T x, T y"`.
+    pub inputs: &'static str,
+    /// Array outputs, e.g. `"T w"`.
+    pub outputs: &'static str,
+    /// Scalar parameters, e.g. `"T alpha"` (may be empty).
+    pub params: &'static str,
+    /// The loop body, in CUDA C.
+    pub body: &'static str,
+}
+
+/// A kernel definition with mistakes: every one of them, one per line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidKernel {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// What is wrong: the name, the signature (each mistake rendered under its list), the body.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for InvalidKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.problems.join("\n"))
+    }
+}
+
+impl std::error::Error for InvalidKernel {}
+
+/// Arguments that do not fit a kernel's signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgumentError {
+    /// Not one array per input.
+    InputCount {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// Inputs the signature declares.
+        expected: usize,
+        /// Arrays given.
+        actual: usize,
+    },
+    /// An array's element type differs from the declared type or from its placeholder's
+    /// binding, or the scalar parameters are not one per declared parameter.
+    Mismatch {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// What does not fit, naming the argument.
+        msg: String,
+    },
+}
+
+impl fmt::Display for ArgumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgumentError::InputCount {
+                kernel,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "kernel {kernel}: expected {expected} input(s), got {actual}"
+            ),
+            ArgumentError::Mismatch { kernel, msg } => write!(f, "kernel {kernel}: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for ArgumentError {}
+
+impl ElementwiseDef {
+    /// A definition from its parts (usable in a `const` or `static`); nothing is checked until
+    /// [`signature`](Self::signature).
+    pub const fn new(
+        name: &'static str,
+        inputs: &'static str,
+        outputs: &'static str,
+        params: &'static str,
+        body: &'static str,
+    ) -> Self {
+        ElementwiseDef {
+            name,
+            inputs,
+            outputs,
+            params,
+            body,
+        }
+    }
+
+    /// The parsed signature, once the whole definition is checked: the name must be a C
+    /// identifier and not a keyword ([`crate::names`]), the signature must parse with names the
+    /// generated code can use ([`crate::signature`]), and the body's brackets must balance
+    /// ([`crate::body`]). Every mistake is reported at once.
+    ///
+    /// ```
+    /// use kusari_kernels::ElementwiseDef;
+    /// let bad = ElementwiseDef::new("k", "T x, T int", "T w", "", "w = x;");
+    /// let e = bad.signature().unwrap_err();
+    /// assert!(e.to_string().contains("`int` is a C++ keyword"), "{e}");
+    /// ```
+    pub fn signature(&self) -> Result<ElementwiseSignature, InvalidKernel> {
+        let mut problems = Vec::new();
+        if let Err(e) = crate::names::check_kernel_name(self.name) {
+            problems.push(e.to_string());
+        }
+        let sig = ElementwiseSignature::new(self.inputs, self.outputs, self.params);
+        if let Err(errors) = &sig {
+            let source = |l| match l {
+                SignatureList::Inputs => self.inputs,
+                SignatureList::Outputs => self.outputs,
+                SignatureList::Params => self.params,
+            };
+            let mut lines: Vec<String> = errors
+                .iter()
+                .take(MAX_REPORTED)
+                .map(|e| format!("{}: {}", e.list, e.render(source(e.list))))
+                .collect();
+            if errors.len() > MAX_REPORTED {
+                lines.push(format!(
+                    "... and {} more mistakes",
+                    errors.len() - MAX_REPORTED
+                ));
+            }
+            problems.push(format!("invalid signature:\n{}", lines.join("\n")));
+        }
+        if let Err(e) = crate::body::check_body(self.body) {
+            problems.push(format!("invalid body: {}", e.render(self.body)));
+        }
+        match sig {
+            Ok(sig) if problems.is_empty() => Ok(sig),
+            _ => Err(InvalidKernel {
+                kernel: self.name,
+                problems,
+            }),
+        }
+    }
+
+    /// Binds each type placeholder of `sig` (this kernel's) to the element type of the inputs
+    /// that use it, given as `(element type, shape)` per input (the shape only names the array
+    /// in messages). A placeholder must get one type and concrete types must match. Returns
+    /// `(placeholder, type)` pairs in order of first use.
+    pub fn bind(
+        &self,
+        sig: &ElementwiseSignature,
+        inputs: &[(ScalarType, &[usize])],
+    ) -> Result<Vec<(char, ScalarType)>, ArgumentError> {
+        if inputs.len() != sig.inputs.len() {
+            return Err(ArgumentError::InputCount {
+                kernel: self.name,
+                expected: sig.inputs.len(),
+                actual: inputs.len(),
+            });
+        }
+        let mut bound: Vec<(char, ScalarType, &str)> = Vec::new();
+        for (param, &(ty, shape)) in sig.inputs.iter().zip(inputs) {
+            match param.ty {
+                ParamType::Concrete(t) if t != ty => {
+                    return Err(self.mismatch(format!(
+                        "argument `{}` is {ty} {shape:?}, but the signature declares {t}",
+                        param.name,
+                    )));
+                }
+                ParamType::Concrete(_) => {}
+                ParamType::Placeholder(c) => match bound.iter().find(|(p, ..)| *p == c) {
+                    Some((_, first, first_name)) if *first != ty => {
+                        return Err(self.mismatch(format!(
+                            "argument `{}` is {ty}, but placeholder `{c}` was bound to {first} by `{first_name}`",
+                            param.name
+                        )));
+                    }
+                    Some(_) => {}
+                    None => bound.push((c, ty, &param.name)),
+                },
+            }
+        }
+        Ok(bound.into_iter().map(|(c, t, _)| (c, t)).collect())
+    }
+
+    /// An error unless `given` scalar parameters are one per parameter of `sig` (this kernel's).
+    pub fn check_param_count(
+        &self,
+        sig: &ElementwiseSignature,
+        given: usize,
+    ) -> Result<(), ArgumentError> {
+        let expected = sig.params.len();
+        if given != expected {
+            return Err(self.mismatch(format!(
+                "{given} scalar parameter(s) given, the signature declares {expected}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn mismatch(&self, msg: String) -> ArgumentError {
+        ArgumentError::Mismatch {
+            kernel: self.name,
+            msg,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ScalarType::{Float32, Float64};
+
+    const K: ElementwiseDef =
+        ElementwiseDef::new("k", "T x, U y, float32 s", "T w", "T alpha", "w = x;");
+
+    #[test]
+    fn binds_placeholders_and_rejects_conflicts() {
+        let sig = K.signature().unwrap();
+        let s: &[usize] = &[2];
+        assert_eq!(
+            K.bind(&sig, &[(Float64, s), (Float32, s), (Float32, s)])
+                .unwrap(),
+            vec![('T', Float64), ('U', Float32)]
+        );
+        let e = K
+            .bind(&sig, &[(Float32, s), (Float32, s), (Float64, s)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("argument `s` is float64 [2]") && e.contains("declares float32"),
+            "{e}"
+        );
+        let two = ElementwiseDef::new("k2", "T x, T y", "T w", "", "w = x + y;");
+        let sig2 = two.signature().unwrap();
+        let e = two
+            .bind(&sig2, &[(Float32, s), (Float64, s)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`y` is float64") && e.contains("`T` was bound to float32 by `x`"),
+            "{e}"
+        );
+        assert_eq!(
+            two.bind(&sig2, &[(Float32, s)]),
+            Err(ArgumentError::InputCount {
+                kernel: "k2",
+                expected: 2,
+                actual: 1
+            })
+        );
+    }
+
+    #[test]
+    fn counts_scalar_parameters() {
+        let sig = K.signature().unwrap();
+        assert!(K.check_param_count(&sig, 1).is_ok());
+        let e = K.check_param_count(&sig, 0).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "kernel k: 0 scalar parameter(s) given, the signature declares 1"
+        );
+    }
+
+    #[test]
+    fn reports_every_mistake_of_a_definition() {
+        let bad = ElementwiseDef::new("int", "T x, T x", "T w", "", "w = x; }");
+        let e = bad.signature().unwrap_err();
+        assert_eq!(e.kernel, "int");
+        assert_eq!(e.problems.len(), 3, "{e}");
+        assert!(
+            e.problems[1].contains("duplicate parameter name `x`"),
+            "{e}"
+        );
+        assert!(e.problems[2].starts_with("invalid body"), "{e}");
+    }
+}

@@ -1,0 +1,237 @@
+//! The operations on host buffers: each takes buffers with their layouts, dispatches on the
+//! dtype once, and returns a new C-contiguous buffer.
+
+use ndarray::LinalgScalar;
+use num_traits::Float as _;
+
+use super::{map1, matmul, reduce, zip2, zip3, CpuRef, CpuStorage};
+use crate::dtype::{with_dtype, with_float_dtype, with_num_dtype, Element, NumElement as _};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::op::{
+    unsupported, BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp, FLOATING,
+    NUMERIC,
+};
+use crate::DType;
+
+impl CpuStorage {
+    /// A typed reference to the buffer with `layout`, or an error naming `op` when `T` is not
+    /// its element type.
+    #[inline]
+    pub(crate) fn typed<'a, T: Element>(
+        &'a self,
+        op: &'static str,
+        layout: &'a Layout,
+    ) -> Result<CpuRef<'a, T>> {
+        match self.as_slice::<T>() {
+            Some(data) => Ok(CpuRef { data, layout }),
+            None => Err(Error::ElementType {
+                op,
+                requested: T::DTYPE,
+                actual: self.dtype(),
+            }),
+        }
+    }
+
+    /// `size` elements of `value` (cast to `dtype`).
+    pub(crate) fn full(op: &'static str, size: usize, value: f64, dtype: DType) -> Result<Self> {
+        with_dtype!(dtype, T => {
+            let mut data = super::pool::alloc::<T>(op, size)?;
+            data.resize(size, <T as Element>::from_f64(value));
+            Ok(Self::from_vec(data))
+        })
+    }
+
+    pub(crate) fn unary<O: UnaryOp>(&self, l: &Layout) -> Result<Self> {
+        with_num_dtype!(self.dtype(), T => {
+            Ok(Self::from_vec(map1(O::NAME, self.typed::<T>(O::NAME, l)?, O::f::<T>)?))
+        }, bool => Err(unsupported(O::NAME, self.dtype(), l.shape(), NUMERIC)))
+    }
+
+    pub(crate) fn float_unary<O: FloatUnaryOp>(&self, l: &Layout) -> Result<Self> {
+        with_float_dtype!(self.dtype(), T => {
+            Ok(Self::from_vec(map1(O::NAME, self.typed::<T>(O::NAME, l)?, O::f::<T>)?))
+        }, other => Err(unsupported(O::NAME, self.dtype(), l.shape(), FLOATING)))
+    }
+
+    /// `O` over `self` and `rhs` broadcast to `shape` (checked by the caller).
+    pub(crate) fn binary<O: BinaryOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        with_num_dtype!(self.dtype(), T => {
+            let (a, b) = (self.typed::<T>(O::NAME, l)?, rhs.typed::<T>(O::NAME, rl)?);
+            Ok(Self::from_vec(zip2(O::NAME, a, b, shape, O::f::<T>)?))
+        }, bool => Err(unsupported(O::NAME, self.dtype(), l.shape(), NUMERIC)))
+    }
+
+    pub(crate) fn float_binary<O: FloatBinaryOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        with_float_dtype!(self.dtype(), T => {
+            let (a, b) = (self.typed::<T>(O::NAME, l)?, rhs.typed::<T>(O::NAME, rl)?);
+            Ok(Self::from_vec(zip2(O::NAME, a, b, shape, O::f::<T>)?))
+        }, other => Err(unsupported(O::NAME, self.dtype(), l.shape(), FLOATING)))
+    }
+
+    pub(crate) fn compare<O: CmpOp>(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        with_dtype!(self.dtype(), T => {
+            let (a, b) = (self.typed::<T>(O::NAME, l)?, rhs.typed::<T>(O::NAME, rl)?);
+            Ok(Self::from_vec(zip2(O::NAME, a, b, shape, O::f::<T>)?))
+        })
+    }
+
+    /// `O` with the scalar `s` (cast to the dtype) as its second operand, or its first.
+    pub(crate) fn binary_scalar<O: BinaryOp>(
+        &self,
+        l: &Layout,
+        s: f64,
+        scalar_first: bool,
+    ) -> Result<Self> {
+        with_num_dtype!(self.dtype(), T => {
+            let a = self.typed::<T>(O::NAME, l)?;
+            let s = <T as Element>::from_f64(s);
+            let v = if scalar_first {
+                map1(O::NAME, a, |x| O::f(s, x))?
+            } else {
+                map1(O::NAME, a, |x| O::f(x, s))?
+            };
+            Ok(Self::from_vec(v))
+        }, bool => Err(unsupported(O::NAME, self.dtype(), l.shape(), NUMERIC)))
+    }
+
+    pub(crate) fn pow_scalar(&self, l: &Layout, p: f64) -> Result<Self> {
+        with_float_dtype!(self.dtype(), T => {
+            let p = <T as Element>::from_f64(p);
+            Ok(Self::from_vec(map1("pow", self.typed::<T>("pow", l)?, |x| x.powf(p))?))
+        }, other => Err(unsupported("pow", self.dtype(), l.shape(), FLOATING)))
+    }
+
+    /// `self > s`, with `s` one the dtype holds exactly (the caller rounds it).
+    // `x > s` is generic; clippy sees its `bool` instance as a comparison of booleans.
+    #[allow(clippy::bool_comparison)]
+    pub(crate) fn gt_scalar(&self, l: &Layout, s: f64) -> Result<Self> {
+        with_dtype!(self.dtype(), T => {
+            let s = <T as Element>::from_f64(s);
+            Ok(Self::from_vec(map1("greater", self.typed::<T>("greater", l)?, |x| x > s)?))
+        })
+    }
+
+    /// Elements of `a` where `c` holds, of `b` elsewhere, all broadcast to `shape`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn where_cond(
+        c: &Self,
+        cl: &Layout,
+        a: &Self,
+        al: &Layout,
+        b: &Self,
+        bl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        const OP: &str = "where";
+        let c = c.typed::<bool>(OP, cl)?;
+        with_dtype!(a.dtype(), T => {
+            let (x, y) = (a.typed::<T>(OP, al)?, b.typed::<T>(OP, bl)?);
+            Ok(Self::from_vec(zip3(OP, c, x, y, shape, |c, x, y| if c { x } else { y })?))
+        })
+    }
+
+    /// `x * y + z`, broadcast to `shape`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mul_add(
+        x: &Self,
+        xl: &Layout,
+        y: &Self,
+        yl: &Layout,
+        z: &Self,
+        zl: &Layout,
+        shape: &[usize],
+    ) -> Result<Self> {
+        const OP: &str = "mul_add";
+        with_num_dtype!(x.dtype(), T => {
+            let (a, b, c) = (x.typed::<T>(OP, xl)?, y.typed::<T>(OP, yl)?, z.typed::<T>(OP, zl)?);
+            Ok(Self::from_vec(zip3(OP, a, b, c, shape, |a, b, c| a.times(b).plus(c))?))
+        }, bool => Err(unsupported(OP, x.dtype(), xl.shape(), NUMERIC)))
+    }
+
+    /// The elements converted to `dtype`, as `Array::astype` documents.
+    pub(crate) fn astype(&self, l: &Layout, dtype: DType) -> Result<Self> {
+        with_dtype!(self.dtype(), S => {
+            let a = self.typed::<S>("astype", l)?;
+            Ok(with_dtype!(dtype, D => Self::from_vec(
+                map1("astype", a, |x| match Element::to_i64(x) {
+                    Some(i) => D::from_i64(i),
+                    None => <D as Element>::from_f64(x.to_f64()),
+                })?
+            )))
+        })
+    }
+
+    /// The elements in C order, in a buffer of their own.
+    pub(crate) fn contiguous(&self, l: &Layout) -> Result<Self> {
+        with_dtype!(self.dtype(), T => {
+            Ok(Self::from_vec(map1("contiguous", self.typed::<T>("contiguous", l)?, |x| x)?))
+        })
+    }
+
+    /// The reduction over `axes` (sorted, distinct), the kept axes in C order.
+    pub(crate) fn reduce(
+        &self,
+        op: &'static str,
+        l: &Layout,
+        axes: &[usize],
+        kind: Reduction,
+    ) -> Result<Self> {
+        with_num_dtype!(self.dtype(), T => {
+            Ok(Self::from_vec(reduce(op, self.typed::<T>(op, l)?, axes, kind)?))
+        }, bool => Err(unsupported(op, self.dtype(), l.shape(), NUMERIC)))
+    }
+
+    /// `self @ rhs` for operands shaped `[.., n, k]` and `[.., k, m]` whose batch axes broadcast
+    /// to `batch` (checked by the caller): `batch + [n, m]` in C order. Half types are
+    /// multiplied in float32 by the caller (matrixmultiply has no f16 kernel).
+    pub(crate) fn matmul(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        batch: &[usize],
+        nkm: (usize, usize, usize),
+    ) -> Result<Self> {
+        fn product<T: Element + LinalgScalar>(
+            a: CpuRef<'_, T>,
+            b: CpuRef<'_, T>,
+            batch: &[usize],
+            nkm: (usize, usize, usize),
+        ) -> Result<CpuStorage> {
+            Ok(CpuStorage::from_vec(matmul("matmul", a, b, batch, nkm)?))
+        }
+        const OP: &str = "matmul";
+        match self.dtype() {
+            DType::I32 => product(self.typed::<i32>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
+            DType::I64 => product(self.typed::<i64>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
+            DType::F32 => product(self.typed::<f32>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
+            DType::F64 => product(self.typed::<f64>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
+            DType::Bool => Err(unsupported(OP, self.dtype(), l.shape(), NUMERIC)),
+            DType::F16 | DType::BF16 => Err(unsupported(
+                OP,
+                self.dtype(),
+                l.shape(),
+                "int32, int64, float32 or float64 (half types multiply in float32)",
+            )),
+        }
+    }
+}
