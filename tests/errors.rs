@@ -786,13 +786,17 @@ fn debug_mode_detects_nan_in_a_backward_gradient() {
 #[test]
 fn invalid_device_names() {
     for name in ["gpu:0", "cuda", "cuda:x", "cuda:-1", ""] {
-        let err = name.parse::<Device>().expect_err(name);
+        let parse = name.parse::<Device>().expect_err(name);
+        assert_eq!(parse.name, name);
+        // `?` in a function returning kusari's Result turns it into Error::InvalidDevice.
+        let err = Error::from(parse.clone());
         assert_eq!(
             err,
             Error::InvalidDevice {
                 name: name.to_string(),
             }
         );
+        assert_eq!(parse.to_string(), err.to_string());
         assert_mentions(&err, &[&format!("{name:?}"), "cuda:N"]);
     }
 }

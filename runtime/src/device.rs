@@ -5,8 +5,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::error::{Error, Result};
-
 /// A device that holds array memory: the host (`native:0`, alias `cpu`) or a CUDA GPU (`cuda:N`).
 ///
 /// ```
@@ -40,11 +38,31 @@ impl fmt::Display for Device {
     }
 }
 
-impl FromStr for Device {
-    type Err = Error;
+/// A device name that does not parse (`"gpu"`, `"cuda:x"`); `?` turns it into
+/// [`Error::InvalidDevice`](crate::Error::InvalidDevice).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseDeviceError {
+    /// The name given.
+    pub name: String,
+}
 
-    fn from_str(name: &str) -> Result<Self> {
-        let invalid = || Error::InvalidDevice {
+impl fmt::Display for ParseDeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid device name {:?}; expected \"cpu\", \"native:0\" or \"cuda:N\"",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for ParseDeviceError {}
+
+impl FromStr for Device {
+    type Err = ParseDeviceError;
+
+    fn from_str(name: &str) -> Result<Self, ParseDeviceError> {
+        let invalid = || ParseDeviceError {
             name: name.to_string(),
         };
         match name {

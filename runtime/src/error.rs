@@ -1,5 +1,6 @@
 //! The error type of the runtime: every message names the operation, the shapes and the dtypes.
 
+use crate::device::ParseDeviceError;
 use crate::{DType, Device};
 
 /// Alias for `std::result::Result<T, kusari::Error>`.
@@ -633,5 +634,11 @@ fn human_bytes(bytes: usize) -> String {
         format!("{bytes} bytes")
     } else {
         format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+impl From<ParseDeviceError> for Error {
+    fn from(e: ParseDeviceError) -> Self {
+        Error::InvalidDevice { name: e.name }
     }
 }

@@ -43,7 +43,7 @@ pub mod testing;
 
 pub use array::{Array, WeakArray};
 pub use config::{default_device, using_device, DeviceGuard};
-pub use device::Device;
+pub use device::{Device, ParseDeviceError};
 pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
 pub use graph::{
