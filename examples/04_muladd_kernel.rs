@@ -27,7 +27,7 @@ fn forward_backward(inputs: &[Array], device: Device) -> Result<Vec<Array>> {
         ..Default::default()
     };
     let gw = Variable::new(w.array().ones_like()?);
-    let grads = grad(&[&w], &[&v[0], &v[1], &v[2]], Some(&[Some(gw)]), record)?;
+    let grads = grad(&[&w], &[&v[0], &v[1], &v[2]], &[gw], record)?;
     let [Some(gx), Some(gy), Some(gz)] = grads.as_slice() else {
         return Err(Error::msg("expected gradients for x, y and z"));
     };

@@ -14,7 +14,7 @@ use kusari_examples::linear::linear;
 /// Mean squared error.
 fn mse(y: &Variable, t: &Variable) -> Result<Variable> {
     let d = (y - t)?;
-    F::mean(&(&d * &d)?, None, false)
+    F::mean(&(&d * &d)?)
 }
 
 fn main() -> Result<()> {

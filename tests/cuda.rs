@@ -1167,20 +1167,18 @@ fn function_cases(t: DType) -> Vec<Case> {
         case("sqrt", vec![p(&[3, 4], 52)], |v, _| F::sqrt(&v[0])),
         case("tanh", vec![s(&[3, 4], 53)], |v, _| F::tanh(&v[0])),
         case("max", vec![s(&[3, 4, 5], 54)], |v, _| {
-            F::max(&v[0], Some(&[1]), false)
+            F::max_axes(&v[0], &[1], false)
         }),
-        case("min", vec![s(&[3, 4, 5], 55)], |v, _| {
-            F::min(&v[0], None, false)
-        }),
+        case("min", vec![s(&[3, 4, 5], 55)], |v, _| F::min(&v[0])),
         case("min keepdims", vec![s(&[3, 4, 5], 56)], |v, _| {
-            F::min(&v[0], Some(&[0, 2]), true)
+            F::min_axes(&v[0], &[0, 2], true)
         }),
         case("mean", vec![s(&[3, 4, 5], 57)], |v, _| {
-            F::mean(&v[0], Some(&[0]), true)
+            F::mean_axes(&v[0], &[0], true)
         }),
         case("sum", vec![s(&[3, 4], 58)], |v, _| F::sum(&v[0])),
         case("sum_axes", vec![s(&[3, 4, 5], 59)], |v, _| {
-            F::sum_axes(&v[0], Some(&[0, 2]), true)
+            F::sum_axes(&v[0], &[0, 2], true)
         }),
         case("operators", vec![s(&[3, 4], 60), p(&[4], 61)], |v, _| {
             let a = ((&v[0] * &v[1])? + 1.0)?;
@@ -1204,7 +1202,7 @@ fn run_case(case: &Case, device: Device) -> Result<(Array, Vec<Option<Array>>)> 
     let grads = grad(
         &[&y],
         &refs,
-        Some(&[Some(Variable::constant(gy))]),
+        &[Variable::constant(gy)],
         GradOptions::default(),
     )?;
     Ok((
@@ -1279,7 +1277,7 @@ fn labelled(
     let g = grad(
         &[&y],
         &[&xv],
-        Some(&[Some(Variable::constant(gy))]),
+        &[Variable::constant(gy)],
         GradOptions::default(),
     )?
     .remove(0)
@@ -1354,7 +1352,7 @@ fn second_order(
         enable_double_backprop: true,
         ..Default::default()
     };
-    let gxs: Vec<Variable> = grad(&[&y], &refs, Some(&[Some(gy)]), record)?
+    let gxs: Vec<Variable> = grad(&[&y], &refs, &[gy], record)?
         .into_iter()
         .map(|g| g.expect("every input gets a gradient"))
         .collect();
@@ -1468,7 +1466,7 @@ fn muladd_example_ops_match_the_host() {
                 ..Default::default()
             };
             let gw = Variable::constant(gw.to_device(device)?);
-            let grads = grad(&[&w], &[&v[0], &v[1], &v[2]], Some(&[Some(gw)]), record)?;
+            let grads = grad(&[&w], &[&v[0], &v[1], &v[2]], &[gw], record)?;
             let grads: Vec<Variable> = grads.into_iter().map(|g| g.expect("a gradient")).collect();
             // Backward applied MulAddGrad, whose one kernel computes gx and gy.
             assert_eq!(grads[0].creator_label().as_deref(), Some("MulAddGrad"));

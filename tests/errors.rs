@@ -157,7 +157,7 @@ fn axis_out_of_range() {
     );
 
     let x = Variable::new(f32s(&[3, 2]));
-    let err = F::sum_axes(&x, Some(&[5]), false).expect_err("axis 5");
+    let err = F::sum_axes(&x, &[5], false).expect_err("axis 5");
     assert!(
         matches!(err.root_cause(), Error::Axis { axis: 5, .. }),
         "{err:?}"
@@ -636,13 +636,8 @@ fn grad_with_mismatched_argument_counts() {
     let x = Variable::new(f32s(&[2]));
     let y = F::sum(&(&x * &x).expect("mul")).expect("sum");
     let one = Variable::constant(Array::ones(&[], DType::F32).unwrap());
-    let err = grad(
-        &[&y],
-        &[&x],
-        Some(&[Some(one.clone()), Some(one)]),
-        GradOptions::default(),
-    )
-    .expect_err("2 grad_outputs for 1 output");
+    let err = grad(&[&y], &[&x], &[one.clone(), one], GradOptions::default())
+        .expect_err("2 grad_outputs for 1 output");
     assert!(matches!(err, Error::GradArguments { .. }), "{err:?}");
     assert_mentions(&err, &["grad", "2 grad_outputs for 1 outputs"]);
 
@@ -680,7 +675,7 @@ fn grad_with_a_mismatched_grad_output_or_grad_input() {
         let err = grad(
             &[&y],
             &[&x],
-            Some(&[Some(Variable::constant(bad))]),
+            &[Variable::constant(bad)],
             GradOptions::default(),
         )
         .expect_err("grad_outputs[0] of the wrong shape");
@@ -691,7 +686,7 @@ fn grad_with_a_mismatched_grad_output_or_grad_input() {
     let err = grad(
         &[&x],
         &[&x],
-        Some(&[Some(Variable::constant(f32s(&[2])))]),
+        &[Variable::constant(f32s(&[2]))],
         GradOptions::default(),
     )
     .expect_err("grad_outputs[0] of the wrong shape");
@@ -700,9 +695,7 @@ fn grad_with_a_mismatched_grad_output_or_grad_input() {
     let err = grad(
         &[&y],
         &[&x],
-        Some(&[Some(Variable::constant(
-            Array::ones(&[3], DType::F64).unwrap(),
-        ))]),
+        &[Variable::constant(Array::ones(&[3], DType::F64).unwrap())],
         GradOptions::default(),
     )
     .expect_err("grad_outputs[0] of the wrong dtype");
@@ -711,7 +704,7 @@ fn grad_with_a_mismatched_grad_output_or_grad_input() {
     let err = grad(
         &[&y],
         &[&x],
-        Some(&[Some(Variable::constant(f32s(&[3])))]),
+        &[Variable::constant(f32s(&[3]))],
         GradOptions {
             grad_inputs: Some(vec![Some(Variable::constant(f32s(&[3, 1])))]),
             set_grad: true,

@@ -65,12 +65,7 @@ fn grads_of(
         enable_double_backprop: double,
         ..Default::default()
     };
-    let gs = grad(
-        &[&y],
-        &refs,
-        Some(&[Some(Variable::constant(gy.clone()))]),
-        opts,
-    )?;
+    let gs = grad(&[&y], &refs, &[Variable::constant(gy.clone())], opts)?;
     let gs = gs
         .into_iter()
         .zip(xs)
@@ -562,15 +557,15 @@ fn sum_and_mean_over_axes() -> Result<()> {
                     (false, _) => Some(x.shape()[d]),
                 })
                 .collect();
-            let fs = move |v: &[Variable]| F::sum_axes(&v[0], Some(axes), keepdims);
-            let fm = move |v: &[Variable]| F::mean(&v[0], Some(axes), keepdims);
+            let fs = move |v: &[Variable]| F::sum_axes(&v[0], axes, keepdims);
+            let fm = move |v: &[Variable]| F::mean_axes(&v[0], axes, keepdims);
             assert_close(&eval(&fs, one(&x))?, &arr(&sum, &shape), 1e-14, 1e-14);
             assert_close(&eval(&fm, one(&x))?, &arr(&mean, &shape), 1e-14, 1e-14);
             check_grad(&fs, one(&x))?;
             check_grad(&fm, one(&x))?;
         }
     }
-    let m: Fun = &|x| F::mean(&x[0], None, false);
+    let m: Fun = &|x| F::mean(&x[0]);
     assert_close(
         &eval(m, one(&x))?,
         &Array::scalar(total / 24.0),
@@ -578,10 +573,10 @@ fn sum_and_mean_over_axes() -> Result<()> {
         1e-14,
     );
     check_double_grad(m, one(&x))?;
-    check_double_grad(&|x| F::sum_axes(&x[0], Some(&[1]), true), &[x])?;
+    check_double_grad(&|x| F::sum_axes(&x[0], &[1], true), &[x])?;
     // By hand: the mean over 4 elements gives each 1/4 of the gradient.
     let xv = v(&Array::ones(&[2, 4], DType::F64)?);
-    F::sum(&F::mean(&xv, Some(&[1]), false)?)?.backward()?;
+    F::sum(&F::mean_axes(&xv, &[1], false)?)?.backward()?;
     assert_eq!(vals(&xv.grad_array().expect("grad")), vec![0.25; 8]);
     Ok(())
 }
@@ -596,8 +591,16 @@ fn max_and_min_without_ties() -> Result<()> {
         (Some(&[-1, 0][..]), vec![0, 2]),
     ] {
         for keepdims in [false, true] {
-            let fmax = move |v: &[Variable]| F::max(&v[0], axes, keepdims);
-            let fmin = move |v: &[Variable]| F::min(&v[0], axes, keepdims);
+            let fmax = move |v: &[Variable]| match axes {
+                Some(axes) => F::max_axes(&v[0], axes, keepdims),
+                None if keepdims => F::max_axes(&v[0], &[0, 1, 2], true),
+                None => F::max(&v[0]),
+            };
+            let fmin = move |v: &[Variable]| match axes {
+                Some(axes) => F::min_axes(&v[0], axes, keepdims),
+                None if keepdims => F::min_axes(&v[0], &[0, 1, 2], true),
+                None => F::min(&v[0]),
+            };
             let want_max = reduce_ref(&x, &norm, f64::NEG_INFINITY, f64::max);
             let want_min = reduce_ref(&x, &norm, f64::INFINITY, f64::min);
             assert_eq!(vals(&eval(&fmax, one(&x))?), want_max);
@@ -612,19 +615,14 @@ fn max_and_min_without_ties() -> Result<()> {
     // By hand: the gradient goes to the extremum only; tied extrema each get all of it.
     let t = v(&arr(&[1.0, 3.0, 3.0, 2.0, -1.0, 0.0], &[2, 3]));
     let g = grad(
-        &[&F::max(&t, Some(&[1]), false)?],
+        &[&F::max_axes(&t, &[1], false)?],
         &[&t],
-        Some(&[Some(Variable::constant(arr(&[10.0, 20.0], &[2])))]),
+        &[Variable::constant(arr(&[10.0, 20.0], &[2]))],
         GradOptions::default(),
     )?;
     let g = g[0].as_ref().expect("grad");
     assert_eq!(vals(g.array()), vec![0.0, 10.0, 10.0, 20.0, 0.0, 0.0]);
-    let g = grad(
-        &[&F::min(&t, None, false)?],
-        &[&t],
-        None,
-        GradOptions::default(),
-    )?;
+    let g = grad(&[&F::min(&t)?], &[&t], None, GradOptions::default())?;
     let g = g[0].as_ref().expect("grad");
     assert_eq!(vals(g.array()), vec![0.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
     Ok(())
@@ -851,7 +849,7 @@ fn dropout_masks_and_scales_in_training() -> Result<()> {
     let gx = grad(
         &[&y],
         &[&x],
-        Some(&[Some(Variable::constant(gy.clone()))]),
+        &[Variable::constant(gy.clone())],
         GradOptions::default(),
     )?;
     let want: Vec<f64> = vals(&gy).iter().zip(&mask).map(|(g, m)| g * m).collect();

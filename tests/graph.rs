@@ -894,15 +894,7 @@ fn grad_with_grad_outputs_and_grad_inputs() -> Result<()> {
     let x = var(&[1.0, 2.0, 3.0], &[3], DType::F64);
     let y = (&x * &x)?; // not one element: needs grad_outputs
     let gy = Variable::constant(arr(&[1.0, 0.5, -1.0], &[3]));
-    let g = some(
-        grad(
-            &[&y],
-            &[&x],
-            Some(&[Some(gy.clone())]),
-            GradOptions::default(),
-        )?
-        .remove(0),
-    );
+    let g = some(grad(&[&y], &[&x], &[&gy], GradOptions::default())?.remove(0));
     // 2x * gy = [2, 2, -6]
     assert_close(g.array(), &arr(&[2.0, 2.0, -6.0], &[3]), 0.0, 0.0);
 
@@ -911,7 +903,7 @@ fn grad_with_grad_outputs_and_grad_inputs() -> Result<()> {
         grad(
             &[&y],
             &[&x],
-            Some(&[Some(gy)]),
+            &[gy],
             GradOptions {
                 grad_inputs: Some(vec![Some(extra)]),
                 ..Default::default()
@@ -926,15 +918,7 @@ fn grad_with_grad_outputs_and_grad_inputs() -> Result<()> {
     let y2 = (&x * 3.0)?;
     let g1 = Variable::constant(arr(&[1.0, 1.0, 1.0], &[3]));
     let g2 = Variable::constant(arr(&[0.0, 1.0, 2.0], &[3]));
-    let g = some(
-        grad(
-            &[&y, &y2],
-            &[&x],
-            Some(&[Some(g1), Some(g2)]),
-            GradOptions::default(),
-        )?
-        .remove(0),
-    );
+    let g = some(grad(&[&y, &y2], &[&x], &[g1, g2], GradOptions::default())?.remove(0));
     // [2+0, 4+3, 6+6]
     assert_close(g.array(), &arr(&[2.0, 7.0, 12.0], &[3]), 0.0, 0.0);
     Ok(())

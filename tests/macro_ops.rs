@@ -58,7 +58,7 @@ fn check_backward(op: Op<'_>, inputs: &[Array], seed: u64) -> Result<()> {
         .map(Some)
         .collect();
     let out_refs: Vec<&Variable> = outputs.iter().collect();
-    let analytic = grad(&out_refs, &refs, Some(&gy_vars), GradOptions::default())?;
+    let analytic = grad(&out_refs, &refs, &gy_vars, GradOptions::default())?;
     let forward = |arrays: &[Array]| -> Result<Array> {
         let xs = variables(arrays);
         let outputs = op(&xs.iter().collect::<Vec<_>>())?;
@@ -86,7 +86,7 @@ fn check_double_backward(op: Op<'_>, inputs: &[Array], seed: u64) -> Result<()> 
             enable_double_backprop: true,
             ..Default::default()
         };
-        let grads = grad(&outputs.iter().collect::<Vec<_>>(), xs, Some(&gys), record)?;
+        let grads = grad(&outputs.iter().collect::<Vec<_>>(), xs, &gys, record)?;
         let zeros_like = |x: &Variable| Variable::constant(x.array().zeros_like().unwrap());
         Ok(grads
             .into_iter()

@@ -31,7 +31,7 @@ impl LinearFunction {
             .then(|| F::matmul(&F::transpose(gy, None)?, x))
             .transpose()?;
         let gb = wanted(2)
-            .then(|| F::sum_axes(gy, Some(&[0]), false))
+            .then(|| F::sum_axes(gy, &[0], false))
             .transpose()?;
         Ok((gx, gw, gb))
     }

@@ -48,7 +48,7 @@ pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use error::{Error, Result};
 pub use graph::{
     apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
-    GradOptions, InputMeta, Variable,
+    GradOptions, GradOutputs, InputMeta, Variable,
 };
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;

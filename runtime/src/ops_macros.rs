@@ -3,8 +3,9 @@
 //! so expressions chain and errors surface at the final `?`. (The orphan rule forbids
 //! `Result op f64`: write `(a * b)? + 1.0`.)
 
-/// Implements `+ - * /` for `$T`, `&$T`, `Result<$T>` and `f64` in every combination Rust allows,
-/// forwarding to the inherent methods `add/sub/mul/div`, `*_scalar` and `r*_scalar`.
+/// Implements `+ - * /` for `$T`, `&$T`, `Result<$T>`, `f64` and `i32` (an integer literal) in
+/// every combination Rust allows, forwarding to the inherent methods `add/sub/mul/div`,
+/// `*_scalar` and `r*_scalar`.
 macro_rules! impl_arith_ops {
     ($T:ty) => {
         $crate::ops_macros::impl_arith_ops!(@op $T, Add, add, add, add_scalar, add_scalar);
@@ -96,6 +97,31 @@ macro_rules! impl_arith_ops {
             type Output = $crate::Result<$T>;
             fn $method(self, rhs: $T) -> Self::Output {
                 <$T>::$rscalar(&rhs, self)
+            }
+        }
+        // An integer literal (`x * 2`) is an i32; every i32 is exact in f64.
+        impl std::ops::$Trait<i32> for &$T {
+            type Output = $crate::Result<$T>;
+            fn $method(self, rhs: i32) -> Self::Output {
+                <$T>::$scalar(self, f64::from(rhs))
+            }
+        }
+        impl std::ops::$Trait<i32> for $T {
+            type Output = $crate::Result<$T>;
+            fn $method(self, rhs: i32) -> Self::Output {
+                <$T>::$scalar(&self, f64::from(rhs))
+            }
+        }
+        impl std::ops::$Trait<&$T> for i32 {
+            type Output = $crate::Result<$T>;
+            fn $method(self, rhs: &$T) -> Self::Output {
+                <$T>::$rscalar(rhs, f64::from(self))
+            }
+        }
+        impl std::ops::$Trait<$T> for i32 {
+            type Output = $crate::Result<$T>;
+            fn $method(self, rhs: $T) -> Self::Output {
+                <$T>::$rscalar(&rhs, f64::from(self))
             }
         }
     };

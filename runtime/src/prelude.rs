@@ -5,7 +5,7 @@ pub use crate::functions as F;
 pub use crate::gradient_check;
 pub use crate::graph::{
     apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
-    GradOptions, InputMeta,
+    GradOptions, GradOutputs, InputMeta,
 };
 pub use crate::link::{Link, Parameter};
 pub use crate::random::Rng;

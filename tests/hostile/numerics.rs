@@ -11,7 +11,7 @@ fn half_precision_means_of_many_elements() -> Result<()> {
         let ones = Array::ones(&[100_000], dtype)?;
         assert_eq!(ones.mean(None, false)?.to_f64_vec()?, vec![1.0], "{dtype}");
         let v = Variable::new(ones);
-        let m = F::mean(&v, None, false)?;
+        let m = F::mean(&v)?;
         assert_eq!(m.array().to_f64_vec()?, vec![1.0], "F::mean {dtype}");
         // Its gradient is 1/n in every element (rounded to the dtype).
         m.backward()?;
@@ -111,7 +111,7 @@ fn the_cuda_device_gives_the_same_answers() -> Result<()> {
         let m = ones.mean(None, false)?;
         assert_eq!((m.device(), m.to_f64_vec()?), (gpu, vec![1.0]), "{dtype}");
         let halves = Array::full(&[70_000], 0.5, dtype)?.to_device(gpu)?;
-        let m = F::mean(&Variable::new(halves), None, false)?;
+        let m = F::mean(&Variable::new(halves))?;
         assert_eq!(m.array().to_f64_vec()?, vec![0.5], "F::mean {dtype}");
     }
     let a = Array::from_vec(vec![-1i32, 0, 1], &[3])?.to_device(gpu)?;

@@ -111,7 +111,7 @@ impl FunctionNode for LinearFunction {
         ];
         if ctx.n_inputs() == 3 {
             g.push(if targets.contains(&2) {
-                Some(sum_axes(gy, Some(&[0]), false)?)
+                Some(sum_axes(gy, &[0], false)?)
             } else {
                 None
             });

@@ -26,7 +26,7 @@ impl LogSoftmax {
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
         // d log_softmax: gx = gy - softmax * Σ gy
-        let total = sum_axes(gy, Some(&[self.axis]), true)?;
+        let total = sum_axes(gy, &[self.axis], true)?;
         sub(gy, &mul(&exp(y)?, &total)?)
     }
 }

@@ -31,7 +31,7 @@ pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{exp, log, relu, sigmoid, sqrt, tanh, Exp, Log, Relu, Sigmoid, Sqrt, Tanh};
-pub use reduction::{max, mean, min, sum, sum_axes};
+pub use reduction::{max, max_axes, mean, mean_axes, min, min_axes, sum, sum_axes};
 
 use crate::error::Result;
 use crate::graph::{apply, FunctionNode};

@@ -1,9 +1,11 @@
-//! The operators on [`Variable`] (`&x + &y`, `x * 2.0`, `-x`, ...) and the arithmetic methods
-//! they call: each applies the differentiable function of the same name in [`crate::functions`].
+//! The operators on [`Variable`] (`&x + &y`, `x * 2.0`, `&x * &array`, `-x`, ...) and
+//! `Variable`'s math methods (`x.exp()`, `x.pow_scalar(2.0)`, `x.sum()`, ...): each applies the
+//! differentiable function of the same name in [`crate::functions`], so `x.exp()` and `F::exp(&x)`
+//! record the same node.
 
 use crate::error::Result;
 use crate::functions;
-use crate::Variable;
+use crate::{Array, DType, Variable};
 
 /// Arithmetic methods used by the operators (`&x + &y` calls [`Variable::add`]).
 impl Variable {
@@ -63,4 +65,172 @@ impl Variable {
     }
 }
 
+/// The math methods Array has, on variables: each is the differentiable function of the same
+/// name in [`functions`] (imported as `F`).
+impl Variable {
+    /// `e^self` ([`functions::exp`]).
+    pub fn exp(&self) -> Result<Variable> {
+        functions::exp(self)
+    }
+
+    /// The natural logarithm ([`functions::log`]).
+    pub fn log(&self) -> Result<Variable> {
+        functions::log(self)
+    }
+
+    /// The square root ([`functions::sqrt`]).
+    pub fn sqrt(&self) -> Result<Variable> {
+        functions::sqrt(self)
+    }
+
+    /// The hyperbolic tangent ([`functions::tanh`]).
+    pub fn tanh(&self) -> Result<Variable> {
+        functions::tanh(self)
+    }
+
+    /// The logistic sigmoid ([`functions::sigmoid`]).
+    pub fn sigmoid(&self) -> Result<Variable> {
+        functions::sigmoid(self)
+    }
+
+    /// `max(self, 0)` ([`functions::relu`]).
+    pub fn relu(&self) -> Result<Variable> {
+        functions::relu(self)
+    }
+
+    /// `self ** rhs`, elementwise and broadcasting ([`functions::pow`]).
+    pub fn pow(&self, rhs: &Variable) -> Result<Variable> {
+        functions::pow(self, rhs)
+    }
+
+    /// `self ** c` (Chainer's `x ** 2`; [`functions::pow_scalar`]).
+    pub fn pow_scalar(&self, c: f64) -> Result<Variable> {
+        functions::pow_scalar(self, c)
+    }
+
+    /// The elementwise maximum, broadcasting ([`functions::maximum`]).
+    pub fn maximum(&self, rhs: &Variable) -> Result<Variable> {
+        functions::maximum(self, rhs)
+    }
+
+    /// The matrix product (Chainer's `x @ w`; [`functions::matmul`]).
+    pub fn matmul(&self, rhs: &Variable) -> Result<Variable> {
+        functions::matmul(self, rhs)
+    }
+
+    /// Sum of all elements, a 0-dimensional variable ([`functions::sum`]).
+    pub fn sum(&self) -> Result<Variable> {
+        functions::sum(self)
+    }
+
+    /// Sum over `axes` (negative axes count from the end), keeping them as length 1 when
+    /// `keepdims` ([`functions::sum_axes`]).
+    pub fn sum_axes(&self, axes: &[isize], keepdims: bool) -> Result<Variable> {
+        functions::sum_axes(self, axes, keepdims)
+    }
+
+    /// Mean of all elements ([`functions::mean`]).
+    pub fn mean(&self) -> Result<Variable> {
+        functions::mean(self)
+    }
+
+    /// Mean over `axes` ([`functions::mean_axes`]).
+    pub fn mean_axes(&self, axes: &[isize], keepdims: bool) -> Result<Variable> {
+        functions::mean_axes(self, axes, keepdims)
+    }
+
+    /// Maximum of all elements ([`functions::max`]).
+    pub fn max(&self) -> Result<Variable> {
+        functions::max(self)
+    }
+
+    /// Maximum over `axes` ([`functions::max_axes`]).
+    pub fn max_axes(&self, axes: &[isize], keepdims: bool) -> Result<Variable> {
+        functions::max_axes(self, axes, keepdims)
+    }
+
+    /// Minimum of all elements ([`functions::min`]).
+    pub fn min(&self) -> Result<Variable> {
+        functions::min(self)
+    }
+
+    /// Minimum over `axes` ([`functions::min_axes`]).
+    pub fn min_axes(&self, axes: &[isize], keepdims: bool) -> Result<Variable> {
+        functions::min_axes(self, axes, keepdims)
+    }
+
+    /// The same elements in `shape` ([`functions::reshape`]).
+    pub fn reshape(&self, shape: &[usize]) -> Result<Variable> {
+        functions::reshape(self, shape)
+    }
+
+    /// Axes permuted by `axes` (`None`: reversed; [`functions::transpose`]).
+    pub fn transpose(&self, axes: Option<&[usize]>) -> Result<Variable> {
+        functions::transpose(self, axes)
+    }
+
+    /// The axes reversed (Chainer's `x.T`).
+    pub fn t(&self) -> Result<Variable> {
+        functions::transpose(self, None)
+    }
+
+    /// Broadcast to `shape` ([`functions::broadcast_to`]).
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Variable> {
+        functions::broadcast_to(self, shape)
+    }
+
+    /// Broadcast axes summed away to give `shape` ([`functions::sum_to`]).
+    pub fn sum_to(&self, shape: &[usize]) -> Result<Variable> {
+        functions::sum_to(self, shape)
+    }
+
+    /// Length-1 axes removed (`None`: all of them; [`functions::squeeze`]).
+    pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Variable> {
+        functions::squeeze(self, axes)
+    }
+
+    /// A length-1 axis inserted at `axis` ([`functions::expand_dims`]).
+    pub fn expand_dims(&self, axis: isize) -> Result<Variable> {
+        functions::expand_dims(self, axis)
+    }
+
+    /// Converted to `dtype`; the gradient converts back ([`functions::astype`]).
+    pub fn astype(&self, dtype: DType) -> Result<Variable> {
+        functions::astype(self, dtype)
+    }
+}
+
 crate::ops_macros::impl_arith_ops!(Variable);
+
+/// `&variable op &array` and `&array op &variable`: the array takes part as a constant (no
+/// gradient flows to it), as Chainer's `gx * ggx` with an ndarray `ggx`.
+macro_rules! variable_array_ops {
+    ($($Trait:ident $method:ident),*) => {$(
+        impl std::ops::$Trait<&Array> for &Variable {
+            type Output = Result<Variable>;
+            fn $method(self, rhs: &Array) -> Result<Variable> {
+                functions::$method(self, &Variable::constant(rhs.clone()))
+            }
+        }
+        impl std::ops::$Trait<&Array> for Variable {
+            type Output = Result<Variable>;
+            fn $method(self, rhs: &Array) -> Result<Variable> {
+                functions::$method(&self, &Variable::constant(rhs.clone()))
+            }
+        }
+        impl std::ops::$Trait<&Variable> for &Array {
+            type Output = Result<Variable>;
+            fn $method(self, rhs: &Variable) -> Result<Variable> {
+                functions::$method(&Variable::constant(self.clone()), rhs)
+            }
+        }
+        impl std::ops::$Trait<Variable> for &Array {
+            type Output = Result<Variable>;
+            fn $method(self, rhs: Variable) -> Result<Variable> {
+                functions::$method(&Variable::constant(self.clone()), &rhs)
+            }
+        }
+    )*};
+}
+
+variable_array_ops!(Add add, Sub sub, Mul mul, Div div);

@@ -44,18 +44,19 @@ impl Sum {
     }
 }
 
-/// Sum over `axes` (`None`: all), keeping them as length 1 when `keepdims`.
-pub fn sum_axes(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
-    let axes = normalize_axes("sum", axes, x.shape())?;
-    sum_node(x, axes, keepdims)
+/// Sum over `axes` (negative axes count from the end; `&[]` reduces nothing), keeping them as
+/// length 1 when `keepdims` (Chainer's `F.sum(x, axis, keepdims)`). [`sum`] sums everything.
+pub fn sum_axes(x: &Variable, axes: &[isize], keepdims: bool) -> Result<Variable> {
+    sum_node(x, normalize_axes("sum", Some(axes), x.shape())?, keepdims)
 }
 
-/// Sum of all elements (a 0-dimensional variable).
+/// Sum of all elements, a 0-dimensional variable (Chainer's `F.sum(x)`); [`sum_axes`] sums over
+/// some axes.
 pub fn sum(x: &Variable) -> Result<Variable> {
-    sum_axes(x, None, false)
+    sum_node(x, normalize_axes("sum", None, x.shape())?, false)
 }
 
-/// Mean over normalized axes (the node of [`mean`]).
+/// Mean over normalized axes (the node of [`mean`] and [`mean_axes`]).
 struct Mean {
     axes: Vec<usize>,
     keepdims: bool,
@@ -78,12 +79,17 @@ impl Mean {
     }
 }
 
-/// Mean over `axes` (`None`: all) of a floating-point variable. Half-precision inputs are
-/// summed and divided in float32 ([`Array::mean`]), so the mean of many elements neither
-/// overflows nor loses the divisor.
-pub fn mean(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
-    let axes = normalize_axes("mean", axes, x.shape())?;
-    mean_node(x, axes, keepdims)
+/// Mean over `axes` of a floating-point variable, keeping them as length 1 when `keepdims`
+/// (Chainer's `F.mean(x, axis, keepdims)`). Half-precision inputs are summed and divided in
+/// float32 ([`Array::mean_axes`]), so the mean of many elements neither overflows nor loses the
+/// divisor. [`mean`] averages everything.
+pub fn mean_axes(x: &Variable, axes: &[isize], keepdims: bool) -> Result<Variable> {
+    mean_node(x, normalize_axes("mean", Some(axes), x.shape())?, keepdims)
+}
+
+/// Mean of all elements, a 0-dimensional variable (Chainer's `F.mean(x)`).
+pub fn mean(x: &Variable) -> Result<Variable> {
+    mean_node(x, normalize_axes("mean", None, x.shape())?, false)
 }
 
 /// The gradient of a maximum or minimum `y` of `x` over `axes`: it goes to every element equal
@@ -96,7 +102,7 @@ fn extremum_grad(x: &Variable, y: &Variable, axes: &[usize], gy: &Variable) -> R
     mul(&spread(x.shape(), axes, gy)?, &mask)
 }
 
-/// Maximum over normalized axes (the node of [`max`]).
+/// Maximum over normalized axes (the node of [`max`] and [`max_axes`]).
 struct Max {
     axes: Vec<usize>,
     keepdims: bool,
@@ -118,7 +124,7 @@ impl Max {
     }
 }
 
-/// Minimum over normalized axes (the node of [`min`]).
+/// Minimum over normalized axes (the node of [`min`] and [`min_axes`]).
 struct Min {
     axes: Vec<usize>,
     keepdims: bool,
@@ -140,14 +146,24 @@ impl Min {
     }
 }
 
-/// Maximum over `axes` (`None`: all).
-pub fn max(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
-    let axes = normalize_axes("max", axes, x.shape())?;
-    max_node(x, axes, keepdims)
+/// Maximum of all elements, a 0-dimensional variable (Chainer's `F.max(x)`).
+pub fn max(x: &Variable) -> Result<Variable> {
+    max_node(x, normalize_axes("max", None, x.shape())?, false)
 }
 
-/// Minimum over `axes` (`None`: all).
-pub fn min(x: &Variable, axes: Option<&[isize]>, keepdims: bool) -> Result<Variable> {
-    let axes = normalize_axes("min", axes, x.shape())?;
-    min_node(x, axes, keepdims)
+/// Maximum over `axes`, keeping them as length 1 when `keepdims` (Chainer's
+/// `F.max(x, axis, keepdims)`).
+pub fn max_axes(x: &Variable, axes: &[isize], keepdims: bool) -> Result<Variable> {
+    max_node(x, normalize_axes("max", Some(axes), x.shape())?, keepdims)
+}
+
+/// Minimum of all elements, a 0-dimensional variable (Chainer's `F.min(x)`).
+pub fn min(x: &Variable) -> Result<Variable> {
+    min_node(x, normalize_axes("min", None, x.shape())?, false)
+}
+
+/// Minimum over `axes`, keeping them as length 1 when `keepdims` (Chainer's
+/// `F.min(x, axis, keepdims)`).
+pub fn min_axes(x: &Variable, axes: &[isize], keepdims: bool) -> Result<Variable> {
+    min_node(x, normalize_axes("min", Some(axes), x.shape())?, keepdims)
 }

@@ -224,7 +224,7 @@ where
             enable_double_backprop: true,
             ..Default::default()
         };
-        let grads = grad(&ys.iter().collect::<Vec<_>>(), &targets, Some(&gys), record)?;
+        let grads = grad(&ys.iter().collect::<Vec<_>>(), &targets, &gys, record)?;
         let mut gxs = Vec::with_capacity(grads.len());
         for (i, (g, v)) in grads.into_iter().zip(&args).enumerate() {
             let skip = i < n_x && no_grads[i];
@@ -470,7 +470,7 @@ fn check(
     let grads = grad(
         &ys.iter().collect::<Vec<_>>(),
         &args.iter().collect::<Vec<_>>(),
-        Some(&gy_vars),
+        &gy_vars,
         GradOptions::default(),
     )?;
     if let Some(i) = (0..inputs.len()).find(|&i| no_grads[i] && grads[i].is_some()) {

@@ -4,6 +4,7 @@
 //! variable is summed before the function that created it runs. Gradients returned by user code
 //! are always checked: one per input, with the input's shape, dtype and device.
 
+use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -513,9 +514,74 @@ fn check_given(what: &str, vars: &[&Variable], grads: &[Option<Variable>]) -> Re
     Ok(())
 }
 
+/// The initial gradients of [`grad`]'s outputs, one per output (Chainer's `grad_outputs`).
+///
+/// - `None`: each output's `grad`, or ones for a one-element output;
+/// - `&[&gy]`, `&[gy]`, `&[&gy0, &gy1]` (arrays, slices or a `Vec` of variables): one gradient per
+///   output, in order;
+/// - `&[Some(gy0), None][..]` or `Some(..)` of it, or a `&Vec<Option<Variable>>`: Chainer's
+///   list, where `None` leaves that output to its `grad` or ones.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot give grad's grad_outputs",
+    label = "grad_outputs: write `None`, `&[&gy]` (one gradient per output) or `&[Some(gy), None][..]`",
+    note = "see `kusari::GradOutputs` for every accepted form"
+)]
+pub trait GradOutputs<'a> {
+    /// The gradients, one per output (`None` for an absent list).
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>>;
+}
+
+impl<'a> GradOutputs<'a> for Option<&'a [Option<Variable>]> {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        self.map(Cow::Borrowed)
+    }
+}
+
+impl<'a> GradOutputs<'a> for &'a [Option<Variable>] {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        Some(Cow::Borrowed(self))
+    }
+}
+
+impl<'a> GradOutputs<'a> for &'a Vec<Option<Variable>> {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        Some(Cow::Borrowed(self))
+    }
+}
+
+impl<'a> GradOutputs<'a> for &'a [Variable] {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        Some(Cow::Owned(self.iter().cloned().map(Some).collect()))
+    }
+}
+
+impl<'a> GradOutputs<'a> for &'a [&'a Variable] {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        Some(Cow::Owned(self.iter().map(|&g| Some(g.clone())).collect()))
+    }
+}
+
+impl<'a, const N: usize> GradOutputs<'a> for &'a [Variable; N] {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        self.as_slice().into_grad_outputs()
+    }
+}
+
+impl<'a, const N: usize> GradOutputs<'a> for &'a [&'a Variable; N] {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        self.as_slice().into_grad_outputs()
+    }
+}
+
+impl<'a> GradOutputs<'a> for &'a Vec<Variable> {
+    fn into_grad_outputs(self) -> Option<Cow<'a, [Option<Variable>]>> {
+        self.as_slice().into_grad_outputs()
+    }
+}
+
 /// Gradients of `outputs` with respect to `inputs`, returned rather than stored (Chainer's
-/// `chainer.grad`). `grad_outputs` gives each output's initial gradient (`None`: its `grad`, or
-/// ones for a one-element output). With `enable_double_backprop`, the results carry a graph and
+/// `chainer.grad`). `grad_outputs` gives each output's initial gradient: `None` (each output's
+/// `grad`, or ones for a one-element output), `&[&gy]`, or another form of [`GradOutputs`]. With `enable_double_backprop`, the results carry a graph and
 /// can be differentiated again, e.g. for gradient penalties or Hessian-vector products.
 ///
 /// ```
@@ -527,14 +593,21 @@ fn check_given(what: &str, vars: &[&Variable], grads: &[Option<Variable>]) -> Re
 /// let gx = grad(&[&y], &[&x], None, opts)?.remove(0).unwrap();  // 3x² = 12
 /// let ggx = grad(&[&gx], &[&x], None, GradOptions::default())?.remove(0).unwrap(); // 6x
 /// assert_eq!(ggx.array().to_vec::<f64>()?, vec![12.0]);
+///
+/// // An output gradient other than ones: d(x³)/dx · 0.5
+/// let gy = Variable::new(Array::from_vec(vec![0.5f64], &[1])?);
+/// let gx = grad(&[&y], &[&x], &[&gy], GradOptions::default())?.remove(0).unwrap();
+/// assert_eq!(gx.array().to_vec::<f64>()?, vec![6.0]);
 /// # Ok(()) }
 /// ```
-pub fn grad(
+pub fn grad<'a>(
     outputs: &[&Variable],
     inputs: &[&Variable],
-    grad_outputs: Option<&[Option<Variable>]>,
+    grad_outputs: impl GradOutputs<'a>,
     options: GradOptions,
 ) -> Result<Vec<Option<Variable>>> {
+    let grad_outputs = grad_outputs.into_grad_outputs();
+    let grad_outputs = grad_outputs.as_deref();
     if outputs.is_empty() || inputs.is_empty() {
         return Err(Error::GradArguments {
             msg: format!(
@@ -619,7 +692,7 @@ mod tests {
 
     /// The gradient of `y` with respect to `x`, seeded with `seed`, kept differentiable.
     fn grad_of(y: &Variable, x: &Variable, seed: &Variable) -> Variable {
-        grad(&[y], &[x], Some(&[Some(seed.clone())]), double())
+        grad(&[y], &[x], &[seed], double())
             .unwrap()
             .remove(0)
             .unwrap()
@@ -632,7 +705,7 @@ mod tests {
         assert_eq!(values(&s), [11.0, 22.0]);
         assert_eq!(s.creator_label().as_deref(), Some("Add"));
         let g = var(&[3.0, 4.0]);
-        let grads = grad(&[&s], &[&a, &b], Some(&[Some(g)]), double()).unwrap();
+        let grads = grad(&[&s], &[&a, &b], &[g], double()).unwrap();
         for gx in grads {
             assert_eq!(values(&gx.unwrap()), [3.0, 4.0]);
         }

@@ -19,7 +19,7 @@ mod grad_math;
 mod node;
 mod variable;
 
-pub use backward::{grad, BackwardOptions, GradOptions};
+pub use backward::{grad, BackwardOptions, GradOptions, GradOutputs};
 pub use function::Function;
 pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode, InputMeta};
 pub use node::Variable;

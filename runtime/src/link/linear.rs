@@ -44,9 +44,7 @@ impl LinearFunction {
         let gw = wanted(1)
             .then(|| matmul(&transpose(gy, None)?, x))
             .transpose()?;
-        let gb = wanted(2)
-            .then(|| sum_axes(gy, Some(&[0]), false))
-            .transpose()?;
+        let gb = wanted(2).then(|| sum_axes(gy, &[0], false)).transpose()?;
         Ok((gx, gw, gb))
     }
 }
