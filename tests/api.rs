@@ -280,3 +280,67 @@ fn double_backprop_through_backward_with() -> Result<()> {
     ); // 6x
     Ok(())
 }
+
+/// The public functions of `kusari::functions`, read from its `pub use` lines.
+fn public_functions() -> Vec<String> {
+    let src = include_str!("../runtime/src/functions/mod.rs");
+    let mut names = Vec::new();
+    let mut rest = src;
+    while let Some(i) = rest.find("pub use ") {
+        let item = &rest[i + 8..];
+        let end = item.find(';').expect("a `pub use` ends with `;`");
+        let list = &item[..end];
+        let list = list.rsplit("::").next().expect("a path").trim();
+        let list = list.trim_start_matches('{').trim_end_matches('}');
+        for name in list.split(',').map(str::trim) {
+            // Functions are snake_case; node types (Exp, Mul) and the module alias are not.
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) && !name.contains(" as ") {
+                names.push(name.to_string());
+            }
+        }
+        rest = &item[end..];
+    }
+    for line in src.lines() {
+        if let Some(def) = line.strip_prefix("pub fn ") {
+            names.push(def.split('(').next().expect("a name").to_string());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn readme_reference_lists_every_function() {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("### The built-in functions (`F::`)")
+        .expect("README has the reference of the built-in functions");
+    let table = &readme[start..];
+    let table = &table[..table.find("\n### ").unwrap_or(table.len())];
+    let functions = public_functions();
+    assert!(
+        functions.len() >= 40,
+        "read {} functions: {functions:?}",
+        functions.len()
+    );
+    let missing: Vec<&String> = functions
+        .iter()
+        .filter(|f| !table.contains(&format!("F::{f}(")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README's reference lacks F::{missing:?}"
+    );
+    // And the table names no function that does not exist.
+    for part in table.split("F::").skip(1) {
+        let name: String = part
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        assert!(
+            functions.contains(&name),
+            "README's reference names F::{name}, which does not exist"
+        );
+    }
+}
