@@ -41,7 +41,7 @@ fn main() -> Result<()> {
         assert_eq!(a.device(), device);
     }
     // By hand: y[j] = Σ_i x[i] W[i, j] + b[j] = Σ_i W[i, j] + b[j]; dW[i, j] = x[i] = 1, db = 1.
-    let expected_y = (w.array().sum(Some(&[0]), false)? + b.array())?;
+    let expected_y = (w.array().sum_axes(&[0], false)? + b.array())?;
     assert!(allclose(y.array(), &expected_y, 1e-4)?);
     assert!(allclose(&gw, &w.array().ones_like()?, 0.0)?);
     assert!(allclose(&gb, &b.array().ones_like()?, 0.0)?);

@@ -7,7 +7,7 @@
 
 use kusari::random::Rng;
 use kusari::{Array, DType, Result};
-use kusari_tests::{arr, assert_close, broadcast_pos, uniform, unravel};
+use kusari_tests::{arr, assert_close, broadcast_pos, reduce, uniform, unravel};
 use ndarray::{s, Axis, ShapeBuilder};
 
 // ----- independent reference helpers -----
@@ -644,26 +644,16 @@ fn check_ops_on_view(view: &Array, expected: &[f64]) -> Result<()> {
         let count: usize = axes.iter().map(|&a| shape[a]).product();
         let mean: Vec<f64> = sum.iter().map(|t| t / count as f64).collect();
         for src in [view, &dense] {
-            let got = src.mean(Some(&ax), false)?;
+            let got = src.mean_axes(&ax, false)?;
             assert_close(&got, &arr(&mean, &out_shape), 1e-12, 1e-12);
             assert_close(
-                &src.sum(Some(&ax), false)?,
+                &src.sum_axes(&ax, false)?,
                 &arr(&sum, &out_shape),
                 1e-12,
                 1e-12,
             );
-            assert_close(
-                &src.max(Some(&ax), false)?,
-                &arr(&max, &out_shape),
-                0.0,
-                0.0,
-            );
-            assert_close(
-                &src.min(Some(&ax), false)?,
-                &arr(&min, &out_shape),
-                0.0,
-                0.0,
-            );
+            assert_close(&src.max_axes(&ax, false)?, &arr(&max, &out_shape), 0.0, 0.0);
+            assert_close(&src.min_axes(&ax, false)?, &arr(&min, &out_shape), 0.0, 0.0);
         }
     }
 
@@ -1099,60 +1089,65 @@ fn reductions_over_any_axes() -> Result<()> {
         let min = reduce_ref(&v, &shape, &norm, f64::INFINITY, min_f);
         for (keepdims, s) in [(false, &out), (true, &kept)] {
             let ax = Some(axes);
-            assert_close(&x.sum(ax, keepdims)?, &arr(&sum, s), 1e-14, 1e-14);
-            assert_close(&x.mean(ax, keepdims)?, &arr(&mean, s), 1e-14, 1e-14);
-            assert_close(&x.max(ax, keepdims)?, &arr(&max, s), 0.0, 0.0);
-            assert_close(&x.min(ax, keepdims)?, &arr(&min, s), 0.0, 0.0);
+            assert_close(
+                &reduce(&x, "sum", ax, keepdims)?,
+                &arr(&sum, s),
+                1e-14,
+                1e-14,
+            );
+            assert_close(
+                &reduce(&x, "mean", ax, keepdims)?,
+                &arr(&mean, s),
+                1e-14,
+                1e-14,
+            );
+            assert_close(&reduce(&x, "max", ax, keepdims)?, &arr(&max, s), 0.0, 0.0);
+            assert_close(&reduce(&x, "min", ax, keepdims)?, &arr(&min, s), 0.0, 0.0);
         }
     }
     // None reduces everything, to a 0-d array (or all-ones with keepdims).
     let total: f64 = v.iter().sum();
-    assert_close(&x.sum(None, false)?, &Array::scalar(total), 1e-14, 1e-14);
-    assert_close(&x.sum_all()?, &Array::scalar(total), 1e-14, 1e-14);
-    assert_eq!(x.sum(None, true)?.shape(), &[1, 1, 1]);
-    assert_close(
-        &x.mean(None, false)?,
-        &Array::scalar(total / 24.0),
-        1e-14,
-        1e-14,
-    );
+    assert_close(&x.sum()?, &Array::scalar(total), 1e-14, 1e-14);
+    assert_close(&x.sum()?, &Array::scalar(total), 1e-14, 1e-14);
+    assert_eq!(reduce(&x, "sum", None, true)?.shape(), &[1, 1, 1]);
+    assert_close(&x.mean()?, &Array::scalar(total / 24.0), 1e-14, 1e-14);
     assert_eq!(
-        x.max(None, false)?.item::<f64>()?,
+        x.max()?.item::<f64>()?,
         v.iter().cloned().fold(f64::NEG_INFINITY, max_f)
     );
     // No axes: nothing reduced.
-    assert_eq!(vals(&x.sum(Some(&[]), false)?), v);
+    assert_eq!(vals(&x.sum_axes(&[], false)?), v);
     // Integers: [[1, 2, 3], [4, 5, 6]].
     let i = Array::from_vec(vec![1i32, 2, 3, 4, 5, 6], &[2, 3])?;
-    assert_eq!(i.sum(Some(&[0]), false)?.to_vec::<i32>()?, vec![5, 7, 9]);
-    assert_eq!(i.max(Some(&[1]), false)?.to_vec::<i32>()?, vec![3, 6]);
-    assert_eq!(i.min(None, false)?.item::<i32>()?, 1);
+    assert_eq!(i.sum_axes(&[0], false)?.to_vec::<i32>()?, vec![5, 7, 9]);
+    assert_eq!(i.max_axes(&[1], false)?.to_vec::<i32>()?, vec![3, 6]);
+    assert_eq!(i.min()?.item::<i32>()?, 1);
     let wrap = Array::from_vec(vec![i32::MAX, 1], &[2])?;
-    assert_eq!(wrap.sum(None, false)?.item::<i32>()?, i32::MIN);
+    assert_eq!(wrap.sum()?.item::<i32>()?, i32::MIN);
     let neg = Array::from_vec(vec![i64::MIN, i64::MIN], &[2])?;
-    assert_eq!(neg.max(None, false)?.item::<i64>()?, i64::MIN);
+    assert_eq!(neg.max()?.item::<i64>()?, i64::MIN);
     // Errors: repeated or out-of-range axes, mean of integers, sums of bools.
-    assert!(x.sum(Some(&[0, 0]), false).is_err());
-    assert!(x.sum(Some(&[0, -3]), false).is_err());
-    assert!(x.sum(Some(&[3]), false).is_err());
-    assert!(x.max(Some(&[-4]), false).is_err());
-    assert!(i.mean(None, false).is_err());
-    assert!(Array::from_vec(vec![true], &[1])?.sum(None, false).is_err());
+    assert!(x.sum_axes(&[0, 0], false).is_err());
+    assert!(x.sum_axes(&[0, -3], false).is_err());
+    assert!(x.sum_axes(&[3], false).is_err());
+    assert!(x.max_axes(&[-4], false).is_err());
+    assert!(i.mean().is_err());
+    assert!(Array::from_vec(vec![true], &[1])?.sum().is_err());
     Ok(())
 }
 
 #[test]
 fn reductions_of_empty_axes() -> Result<()> {
     let e = Array::zeros(&[2, 0], DType::F64)?;
-    assert!(e.max(Some(&[1]), false).is_err());
-    assert!(e.min(Some(&[1]), false).is_err());
-    assert!(e.max(None, false).is_err());
+    assert!(e.max_axes(&[1], false).is_err());
+    assert!(e.min_axes(&[1], false).is_err());
+    assert!(e.max().is_err());
     // Reducing the non-empty axis of an empty array is fine and empty.
-    assert_eq!(e.max(Some(&[0]), false)?.shape(), &[0]);
+    assert_eq!(e.max_axes(&[0], false)?.shape(), &[0]);
     // An empty sum is 0 (and an empty mean is 0 / 0).
-    assert_eq!(vals(&e.sum(Some(&[1]), false)?), vec![0.0, 0.0]);
-    assert_eq!(e.sum(None, false)?.item::<f64>()?, 0.0);
-    assert!(e.mean(Some(&[1]), false)?.has_nan()?);
+    assert_eq!(vals(&e.sum_axes(&[1], false)?), vec![0.0, 0.0]);
+    assert_eq!(e.sum()?.item::<f64>()?, 0.0);
+    assert!(e.mean_axes(&[1], false)?.has_nan()?);
     Ok(())
 }
 
@@ -1161,15 +1156,15 @@ fn half_precision_sums_accumulate_in_f32() -> Result<()> {
     // Summed in f16 the total would stop at 2048 (2048 + 1 rounds back to 2048); 10000 is exact
     // in f16 (625 * 16, 10 significant bits).
     let ones = Array::ones(&[10_000], DType::F16)?;
-    let s = ones.sum(None, false)?;
+    let s = ones.sum()?;
     assert_eq!(s.dtype(), DType::F16);
     assert_eq!(s.to_f64_vec()?, vec![10_000.0]);
-    assert_eq!(ones.mean(None, false)?.to_f64_vec()?, vec![1.0]);
-    let rows = Array::ones(&[4, 5000], DType::F16)?.sum(Some(&[1]), true)?;
+    assert_eq!(ones.mean()?.to_f64_vec()?, vec![1.0]);
+    let rows = Array::ones(&[4, 5000], DType::F16)?.sum_axes(&[1], true)?;
     assert_eq!(rows.shape(), &[4, 1]);
     assert_eq!(rows.to_f64_vec()?, vec![5000.0; 4]);
     // bf16 would stop at 256; 1000 = 125 * 8 is exact in bf16.
-    let b = Array::ones(&[1000], DType::BF16)?.sum(None, false)?;
+    let b = Array::ones(&[1000], DType::BF16)?.sum()?;
     assert_eq!(b.to_f64_vec()?, vec![1000.0]);
     Ok(())
 }
@@ -1179,18 +1174,18 @@ fn nan_propagates_through_reductions() -> Result<()> {
     let nan = f64::NAN;
     for data in [[1.0, nan, 3.0], [nan, 1.0, 3.0], [1.0, 3.0, nan]] {
         let a = arr(&data, &[3]);
-        assert!(a.max(None, false)?.item::<f64>()?.is_nan(), "{data:?}");
-        assert!(a.min(None, false)?.item::<f64>()?.is_nan(), "{data:?}");
-        assert!(a.sum(None, false)?.item::<f64>()?.is_nan(), "{data:?}");
+        assert!(a.max()?.item::<f64>()?.is_nan(), "{data:?}");
+        assert!(a.min()?.item::<f64>()?.is_nan(), "{data:?}");
+        assert!(a.sum()?.item::<f64>()?.is_nan(), "{data:?}");
     }
     // [[1, NaN], [2, 3]]: max over rows [2, NaN], over columns [NaN, 3].
     let m = arr(&[1.0, nan, 2.0, 3.0], &[2, 2]);
-    let r0 = vals(&m.max(Some(&[0]), false)?);
+    let r0 = vals(&m.max_axes(&[0], false)?);
     assert!(r0[0] == 2.0 && r0[1].is_nan());
-    let r1 = vals(&m.max(Some(&[1]), false)?);
+    let r1 = vals(&m.max_axes(&[1], false)?);
     assert!(r1[0].is_nan() && r1[1] == 3.0);
     let f = arr(&[1.0, nan], &[2]).astype(DType::F32)?;
-    assert!(f.max(None, false)?.has_nan()?);
+    assert!(f.max()?.has_nan()?);
     Ok(())
 }
 
@@ -1470,24 +1465,21 @@ fn large_broadcast_and_strided_operands_match_a_plain_loop() -> Result<()> {
     assert_close(&x.flip(0)?.tanh()?, &arr(&fl, &[BIG]), 0.0, 1e-15);
     // Large reductions: everything, an axis of a strided view, NaN far into the data.
     let total: f64 = xv.iter().sum();
-    assert_close(&x.sum(None, false)?, &Array::scalar(total), 1e-9, 1e-12);
+    assert_close(&x.sum()?, &Array::scalar(total), 1e-9, 1e-12);
     let col_sums = reduce_ref(&want, &[r, c], &[0], 0.0, |p, q| p + q);
     assert_close(
-        &(&bt + &a)?.sum(Some(&[0]), false)?,
+        &(&bt + &a)?.sum_axes(&[0], false)?,
         &arr(&col_sums, &[c]),
         1e-12,
         1e-12,
     );
     let bt_max = reduce_ref(&vals(&bt), &[r, c], &[1], f64::NEG_INFINITY, max_f);
-    assert_close(&bt.max(Some(&[1]), false)?, &arr(&bt_max, &[r]), 0.0, 0.0);
+    assert_close(&bt.max_axes(&[1], false)?, &arr(&bt_max, &[r]), 0.0, 0.0);
     let mut with_nan = xv.clone();
     with_nan[150_000] = f64::NAN;
-    assert!(arr(&with_nan, &[BIG])
-        .max(None, false)?
-        .item::<f64>()?
-        .is_nan());
+    assert!(arr(&with_nan, &[BIG]).max()?.item::<f64>()?.is_nan());
     assert_eq!(
-        x.max(None, false)?.item::<f64>()?,
+        x.max()?.item::<f64>()?,
         xv.iter().cloned().fold(f64::NEG_INFINITY, max_f)
     );
     Ok(())
@@ -1512,8 +1504,8 @@ fn empty_arrays_through_every_path() -> Result<()> {
         &[0, 3]
     );
     assert_eq!((&et + &et)?.shape(), &[3, 0]);
-    assert_eq!(et.sum(Some(&[0]), false)?.shape(), &[0]);
-    assert_eq!(vals(&et.sum(Some(&[1]), false)?), vec![0.0; 3]);
+    assert_eq!(et.sum_axes(&[0], false)?.shape(), &[0]);
+    assert_eq!(vals(&et.sum_axes(&[1], false)?), vec![0.0; 3]);
     assert_eq!(
         e.matmul(&Array::zeros(&[3, 2], DType::F64)?)?.shape(),
         &[0, 2]

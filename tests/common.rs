@@ -148,3 +148,31 @@ pub fn run_test_in_child(
     );
     (out.status, text)
 }
+
+/// An array reduction by name (`"sum"`, `"mean"`, `"max"`, `"min"`) over `axes`, where `None`
+/// means every axis: `a.sum()` (0-dimensional) or, with `keepdims`, `a.sum_axes` over all axes.
+/// Lets a test loop over axis lists that include "all".
+pub fn reduce(
+    a: &Array,
+    op: &str,
+    axes: Option<&[isize]>,
+    keepdims: bool,
+) -> kusari::Result<Array> {
+    let all: Vec<isize> = (0..a.ndim() as isize).collect();
+    match (op, axes, keepdims) {
+        ("sum", None, false) => a.sum(),
+        ("mean", None, false) => a.mean(),
+        ("max", None, false) => a.max(),
+        ("min", None, false) => a.min(),
+        (_, axes, keepdims) => {
+            let axes = axes.unwrap_or(&all);
+            match op {
+                "sum" => a.sum_axes(axes, keepdims),
+                "mean" => a.mean_axes(axes, keepdims),
+                "max" => a.max_axes(axes, keepdims),
+                "min" => a.min_axes(axes, keepdims),
+                _ => panic!("no reduction named {op}"),
+            }
+        }
+    }
+}

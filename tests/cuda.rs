@@ -16,7 +16,7 @@ use kusari::cuda::{self, KernelStats};
 use kusari::prelude::*;
 use kusari::{config, default_device, random, using_device, ElementwiseKernel};
 use kusari_examples::muladd_kernel;
-use kusari_tests::check_close;
+use kusari_tests::{check_close, reduce};
 
 // ----- helpers -----
 
@@ -232,7 +232,6 @@ type MatmulCase = (&'static str, &'static [usize], View, &'static [usize], View)
 type Binary = fn(&Array, &Array) -> Result<Array>;
 type Unary = fn(&Array) -> Result<Array>;
 type WithScalar = fn(&Array, f64) -> Result<Array>;
-type Reduce = fn(&Array, Option<&[isize]>, bool) -> Result<Array>;
 
 const NUMERIC_BINARY: [(&str, Binary); 6] = [
     ("add", Array::add),
@@ -780,23 +779,29 @@ fn reductions_match_the_host() {
             for keepdims in [false, true] {
                 let what = |op: &str| format!("{op} {dtype} axes {axes:?} keepdims {keepdims}");
                 let t = tol(dtype, Math::Arith);
-                same(dev, &what("sum"), &inputs, t, |x| x[0].sum(axes, keepdims));
-                same(dev, &what("max"), &inputs, t, |x| x[0].max(axes, keepdims));
-                same(dev, &what("min"), &inputs, t, |x| x[0].min(axes, keepdims));
+                same(dev, &what("sum"), &inputs, t, |x| {
+                    reduce(&x[0], "sum", axes, keepdims)
+                });
+                same(dev, &what("max"), &inputs, t, |x| {
+                    reduce(&x[0], "max", axes, keepdims)
+                });
+                same(dev, &what("min"), &inputs, t, |x| {
+                    reduce(&x[0], "min", axes, keepdims)
+                });
                 if dtype.is_float() {
                     same(dev, &what("mean"), &inputs, t, |x| {
-                        x[0].mean(axes, keepdims)
+                        reduce(&x[0], "mean", axes, keepdims)
                     });
                 }
                 // Of views: transposed, flipped, sliced.
                 same(dev, &what("sum of transposed"), &inputs, t, |x| {
-                    x[0].t().sum(axes, keepdims)
+                    reduce(&x[0].t(), "sum", axes, keepdims)
                 });
                 same(dev, &what("max of flipped"), &inputs, t, |x| {
-                    x[0].flip(2)?.max(axes, keepdims)
+                    reduce(&x[0].flip(2)?, "max", axes, keepdims)
                 });
                 same(dev, &what("min of sliced"), &inputs, t, |x| {
-                    x[0].slice_axis(2, 4, 0, -2)?.min(axes, keepdims)
+                    reduce(&x[0].slice_axis(2, 4, 0, -2)?, "min", axes, keepdims)
                 });
             }
         }
@@ -812,27 +817,22 @@ fn reductions_match_the_host() {
             let t = tol(dtype, Math::Arith);
             let what = |op: &str| format!("{op} {dtype} {shape:?} axes {axes:?}");
             same(dev, &what("sum"), &inputs, t, |x| {
-                x[0].sum(Some(axes), false)
+                x[0].sum_axes(axes, false)
             });
-            same(dev, &what("max"), &inputs, t, |x| {
-                x[0].max(Some(axes), true)
-            });
+            same(dev, &what("max"), &inputs, t, |x| x[0].max_axes(axes, true));
             same(dev, &what("min"), &inputs, t, |x| {
-                x[0].min(Some(axes), false)
+                x[0].min_axes(axes, false)
             });
-            same(dev, &what("sum_all"), &inputs, t, |x| x[0].sum_all());
+            same(dev, &what("sum of all"), &inputs, t, |x| x[0].sum());
         }
     }
     // Integer sums of many elements (exact), and bool is not reducible on either device.
     let inputs = [values(&[2, 100_000], DType::I64, 190)];
     same(dev, "sum i64 [2, 100000]", &inputs, EXACT, |x| {
-        x[0].sum(Some(&[1]), false)
+        x[0].sum_axes(&[1], false)
     });
     let b = on(dev, &values(&[3], DType::Bool, 1));
-    assert!(matches!(
-        b.sum(None, false),
-        Err(Error::UnsupportedDType { .. })
-    ));
+    assert!(matches!(b.sum(), Err(Error::UnsupportedDType { .. })));
 }
 
 #[test]
@@ -852,8 +852,9 @@ fn max_and_min_propagate_nan() {
             let inputs = [host(&v, shape, dtype)];
             let cols = shape[1];
             let (row, col) = (nan_at / cols, nan_at % cols);
-            let ops: [(&str, Reduce); 2] = [("max", Array::max), ("min", Array::min)];
-            for (name, op) in ops {
+            for name in ["max", "min"] {
+                let op =
+                    |a: &Array, axes: Option<&[isize]>, keepdims| reduce(a, name, axes, keepdims);
                 for axis in [0isize, 1] {
                     let what = format!("{name} {dtype} {shape:?} axis {axis} with NaN at {nan_at}");
                     same(dev, &what, &inputs, EXACT, |x| {
@@ -877,7 +878,7 @@ fn max_and_min_propagate_nan() {
                 &format!("sum {dtype} with NaN"),
                 &inputs,
                 tol(dtype, Math::Arith),
-                |x| x[0].sum(Some(&[1]), false),
+                |x| x[0].sum_axes(&[1], false),
             );
         }
     }
@@ -904,30 +905,30 @@ fn zero_size_reductions() {
                 &format!("sum {dtype} [0,3] axes {axes:?} keepdims {keepdims}"),
                 &inputs,
                 t,
-                |x| x[0].sum(axes, keepdims),
+                |x| reduce(&x[0], "sum", axes, keepdims),
             );
         }
         // The sum over an empty axis is zero.
         let g = on(dev, &inputs[0]);
         assert_eq!(
-            g.sum(Some(&[0]), false).unwrap().to_f64_vec().unwrap(),
+            g.sum_axes(&[0], false).unwrap().to_f64_vec().unwrap(),
             vec![0.0; 3]
         );
-        assert_eq!(g.sum_all().unwrap().to_f64_vec().unwrap(), vec![0.0]);
+        assert_eq!(g.sum().unwrap().to_f64_vec().unwrap(), vec![0.0]);
         // Max and min over a non-empty axis of an empty array are empty; over an empty axis
         // they are an error on both devices.
         same(dev, &format!("max {dtype} [0,3] axis 1"), &inputs, t, |x| {
-            x[0].max(Some(&[1]), false)
+            x[0].max_axes(&[1], false)
         });
-        assert!(matches!(g.max(Some(&[0]), false), Err(Error::Shape { .. })));
-        assert!(matches!(g.min(None, false), Err(Error::Shape { .. })));
+        assert!(matches!(g.max_axes(&[0], false), Err(Error::Shape { .. })));
+        assert!(matches!(g.min(), Err(Error::Shape { .. })));
         if dtype.is_float() {
             same(
                 dev,
                 &format!("mean {dtype} [0,3] axis 1"),
                 &inputs,
                 t,
-                |x| x[0].mean(Some(&[1]), false),
+                |x| x[0].mean_axes(&[1], false),
             );
         }
     }
@@ -944,10 +945,18 @@ fn half_precision_reductions() {
         let t = tol(dtype, Math::Arith);
         for axes in [None, Some(&[0isize][..]), Some(&[1])] {
             let what = |op: &str| format!("{op} {dtype} axes {axes:?}");
-            same(dev, &what("sum"), &inputs, t, |x| x[0].sum(axes, false));
-            same(dev, &what("mean"), &inputs, t, |x| x[0].mean(axes, true));
-            same(dev, &what("max"), &inputs, t, |x| x[0].max(axes, false));
-            same(dev, &what("min"), &inputs, t, |x| x[0].min(axes, false));
+            same(dev, &what("sum"), &inputs, t, |x| {
+                reduce(&x[0], "sum", axes, false)
+            });
+            same(dev, &what("mean"), &inputs, t, |x| {
+                reduce(&x[0], "mean", axes, true)
+            });
+            same(dev, &what("max"), &inputs, t, |x| {
+                reduce(&x[0], "max", axes, false)
+            });
+            same(dev, &what("min"), &inputs, t, |x| {
+                reduce(&x[0], "min", axes, false)
+            });
         }
         // Accumulated in float32: 4096 ones sum to 4096 in float16 (a float16 accumulator
         // would stop at 2048).
@@ -957,7 +966,7 @@ fn half_precision_reductions() {
             &format!("sum of 4096 {dtype} ones"),
             &ones,
             EXACT,
-            |x| x[0].sum_all(),
+            |x| x[0].sum(),
         );
     }
 }
@@ -1661,9 +1670,9 @@ fn warm_launches_compile_and_load_nothing() {
     // Built-in operations go through the same caches: a repeated sum over the last axis (one
     // reduction kernel, no copy) compiles and loads nothing the second time.
     let a = on(dev, &values(&[8, 33], DType::F64, 3));
-    a.sum(Some(&[1]), false).unwrap();
+    a.sum_axes(&[1], false).unwrap();
     let s4 = cuda::kernel_stats();
-    let r = a.sum(Some(&[1]), false).unwrap();
+    let r = a.sum_axes(&[1], false).unwrap();
     let d5 = delta(s4, cuda::kernel_stats());
     assert_eq!(
         (d5.compiles, d5.disk_hits, d5.module_loads, d5.launches),
@@ -1673,7 +1682,7 @@ fn warm_launches_compile_and_load_nothing() {
     close(
         &r,
         &values(&[8, 33], DType::F64, 3)
-            .sum(Some(&[1]), false)
+            .sum_axes(&[1], false)
             .unwrap(),
         EXACT,
         "sum",
@@ -2235,16 +2244,12 @@ fn long_rows_are_reduced_across_blocks_and_stay_accurate() {
     let x32 = Array::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), &[n]).unwrap();
     let exact32: Vec<f64> = x32.to_f64_vec().unwrap();
     let (want, bound) = f64_sum_and_bound(&exact32, f32::EPSILON as f64);
-    let got = on(dev, &x32).sum_all().unwrap().to_f64_vec().unwrap()[0];
+    let got = on(dev, &x32).sum().unwrap().to_f64_vec().unwrap()[0];
     assert!(
         (got - want).abs() <= bound,
         "sum of {n} float32: {got} on the GPU, {want} in float64 (bound {bound})"
     );
-    let mean = on(dev, &x32)
-        .mean(None, false)
-        .unwrap()
-        .to_f64_vec()
-        .unwrap()[0];
+    let mean = on(dev, &x32).mean().unwrap().to_f64_vec().unwrap()[0];
     assert!(
         (mean - want / n as f64).abs() <= bound / n as f64,
         "mean {mean}"
@@ -2252,7 +2257,7 @@ fn long_rows_are_reduced_across_blocks_and_stay_accurate() {
 
     let x64 = Array::from_vec(v.clone(), &[n]).unwrap();
     let (want64, bound64) = f64_sum_and_bound(&v, f64::EPSILON);
-    let got64 = on(dev, &x64).sum_all().unwrap().to_f64_vec().unwrap()[0];
+    let got64 = on(dev, &x64).sum().unwrap().to_f64_vec().unwrap()[0];
     assert!(
         (got64 - want64).abs() <= bound64,
         "float64: {got64} vs {want64}"
@@ -2261,7 +2266,7 @@ fn long_rows_are_reduced_across_blocks_and_stay_accurate() {
     // Few long rows: [3, 1_000_000] summed over the last axis, each row on its own.
     let rows = x32.reshape(&[3, 1_000_000]).unwrap();
     let got = on(dev, &rows)
-        .sum(Some(&[1]), false)
+        .sum_axes(&[1], false)
         .unwrap()
         .to_f64_vec()
         .unwrap();
@@ -2280,8 +2285,8 @@ fn long_rows_are_reduced_across_blocks_and_stay_accurate() {
     // 1/1024 with small sums.
     let many = x32.reshape(&[100_000, 30]).unwrap();
     close(
-        &on(dev, &many).sum(Some(&[1]), false).unwrap(),
-        &many.sum(Some(&[1]), false).unwrap(),
+        &on(dev, &many).sum_axes(&[1], false).unwrap(),
+        &many.sum_axes(&[1], false).unwrap(),
         EXACT,
         "100000 rows of 30",
     );
@@ -2301,24 +2306,24 @@ fn long_row_max_min_find_nan_and_integer_sums_wrap() {
     v[12_345] = -1e6;
     let x = Array::from_vec(v.clone(), &[n]).unwrap();
     let g = on(dev, &x);
-    assert_eq!(g.max(None, false).unwrap().to_vec::<f32>().unwrap(), [1e6]);
-    assert_eq!(g.min(None, false).unwrap().to_vec::<f32>().unwrap(), [-1e6]);
+    assert_eq!(g.max().unwrap().to_vec::<f32>().unwrap(), [1e6]);
+    assert_eq!(g.min().unwrap().to_vec::<f32>().unwrap(), [-1e6]);
     for at in [n / 2, n - 1] {
         let mut w = v.clone();
         w[at] = f32::NAN;
         let g = on(dev, &Array::from_vec(w, &[n]).unwrap());
         assert!(
-            g.max(None, false).unwrap().to_vec::<f32>().unwrap()[0].is_nan(),
+            g.max().unwrap().to_vec::<f32>().unwrap()[0].is_nan(),
             "NaN at {at}"
         );
         assert!(
-            g.min(None, false).unwrap().to_vec::<f32>().unwrap()[0].is_nan(),
+            g.min().unwrap().to_vec::<f32>().unwrap()[0].is_nan(),
             "NaN at {at}"
         );
     }
     let ints = Array::from_vec(vec![i32::MAX; n], &[n]).unwrap();
-    let want = ints.sum_all().unwrap().to_vec::<i32>().unwrap();
-    let got = on(dev, &ints).sum_all().unwrap().to_vec::<i32>().unwrap();
+    let want = ints.sum().unwrap().to_vec::<i32>().unwrap();
+    let got = on(dev, &ints).sum().unwrap().to_vec::<i32>().unwrap();
     assert_eq!(got, want, "int32 sums wrap");
     assert_eq!(want[0], (i32::MAX as i64 * n as i64) as i32);
 }

@@ -163,7 +163,7 @@ fn block_reductions_with_shared_memory_and_barriers_are_right() {
         .map(|k| ((k * 7919) % 1013) as f64 - 506.0)
         .collect();
     let x = Array::from_vec(v.clone(), &[rows, len]).unwrap();
-    let s = x.to_device(Device::Cuda(0)).unwrap().sum(Some(&[1]), false);
+    let s = x.to_device(Device::Cuda(0)).unwrap().sum_axes(&[1], false);
     let s = s.unwrap().to_vec::<f64>().unwrap();
     for (r, got) in s.iter().enumerate() {
         let want: f64 = v[r * len..(r + 1) * len].iter().sum();

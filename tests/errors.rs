@@ -129,7 +129,7 @@ fn reshape_to_a_different_size() {
 #[test]
 fn axis_out_of_range() {
     let err = f32s(&[3, 2])
-        .sum(Some(&[2]), false)
+        .sum_axes(&[2], false)
         .expect_err("axis 2 of 2-d");
     assert_eq!(
         err,
@@ -142,7 +142,7 @@ fn axis_out_of_range() {
     assert_mentions(&err, &["sum", "axis 2", "[3, 2]", "2 dimensions"]);
 
     let err = f32s(&[3, 2])
-        .max(Some(&[-3]), false)
+        .max_axes(&[-3], false)
         .expect_err("axis -3 of 2-d");
     assert!(
         matches!(

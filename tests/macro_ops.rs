@@ -452,7 +452,7 @@ fn a_meta_retained_input_does_not_keep_its_data_alive() -> Result<()> {
         F::add(&b, &x)?,
         F::sub(&x, &b)?,
         F::sum(&b)?,
-        F::mean(&b, None, false)?,
+        F::mean(&b)?,
         F::where_(&x.array().gt_scalar(0.0)?, &x, &b)?,
     ];
     drop(b);

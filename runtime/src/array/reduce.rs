@@ -57,48 +57,72 @@ impl Array {
         Ok(out)
     }
 
-    /// Sum over `axes` (`None`: all), keeping them as length 1 when `keepdims`.
+    /// Sum of all elements, a 0-dimensional array; [`sum_axes`](Self::sum_axes) sums over
+    /// some axes. Half-precision sums accumulate in float32.
     ///
     /// ```
     /// let a = kusari::Array::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
-    /// assert_eq!(a.sum(Some(&[0]), false).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
-    /// assert_eq!(a.sum(None, true).unwrap().shape(), &[1, 1]);
+    /// assert_eq!(a.sum().unwrap().to_vec::<f32>().unwrap(), vec![10.0]);
+    /// assert_eq!(a.sum_axes(&[0], false).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
+    /// assert_eq!(a.sum_axes(&[0, 1], true).unwrap().shape(), &[1, 1]);
     /// ```
-    pub fn sum(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
-        self.reduce("sum", axes, keepdims, Reduction::Sum)
+    pub fn sum(&self) -> Result<Array> {
+        self.reduce("sum", None, false, Reduction::Sum)
     }
 
-    /// Sum of all elements, as a 0-dimensional array.
-    pub fn sum_all(&self) -> Result<Array> {
-        self.sum(None, false)
+    /// Sum over `axes` (negative axes count from the end; `&[]` reduces nothing), keeping them
+    /// as length 1 when `keepdims` (NumPy's `a.sum(axis, keepdims=..)`).
+    pub fn sum_axes(&self, axes: &[isize], keepdims: bool) -> Result<Array> {
+        self.reduce("sum", Some(axes), keepdims, Reduction::Sum)
     }
 
-    /// Mean over `axes` (`None`: all) of a floating-point array.
+    /// Mean of all elements of a floating-point array, 0-dimensional.
     ///
     /// float16 and bfloat16 are summed and divided in float32, then rounded once (as NumPy does):
     /// neither the sum of many elements nor the element count need fit the half type.
-    pub fn mean(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
+    pub fn mean(&self) -> Result<Array> {
+        self.mean_over(None, false)
+    }
+
+    /// Mean over `axes`, keeping them as length 1 when `keepdims` (half types as in
+    /// [`mean`](Self::mean)).
+    pub fn mean_axes(&self, axes: &[isize], keepdims: bool) -> Result<Array> {
+        self.mean_over(Some(axes), keepdims)
+    }
+
+    fn mean_over(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
         if !self.dtype().is_float() {
             return Err(unsupported("mean", self, FLOATING));
         }
         if matches!(self.dtype(), DType::F16 | DType::BF16) {
             return self
                 .astype(DType::F32)?
-                .mean(axes, keepdims)?
+                .mean_over(axes, keepdims)?
                 .astype(self.dtype());
         }
         let axes_n = normalize_axes("mean", axes, self.shape())?;
         let count: usize = axes_n.iter().map(|&a| self.shape()[a]).product();
-        self.sum(axes, keepdims)?.div_scalar(count as f64)
+        self.reduce("sum", axes, keepdims, Reduction::Sum)?
+            .div_scalar(count as f64)
     }
 
-    /// Maximum over `axes` (`None`: all); NaN propagates.
-    pub fn max(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
-        self.reduce("max", axes, keepdims, Reduction::Max)
+    /// Maximum of all elements, 0-dimensional; NaN propagates.
+    pub fn max(&self) -> Result<Array> {
+        self.reduce("max", None, false, Reduction::Max)
     }
 
-    /// Minimum over `axes` (`None`: all); NaN propagates.
-    pub fn min(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Array> {
-        self.reduce("min", axes, keepdims, Reduction::Min)
+    /// Maximum over `axes`, keeping them as length 1 when `keepdims`; NaN propagates.
+    pub fn max_axes(&self, axes: &[isize], keepdims: bool) -> Result<Array> {
+        self.reduce("max", Some(axes), keepdims, Reduction::Max)
+    }
+
+    /// Minimum of all elements, 0-dimensional; NaN propagates.
+    pub fn min(&self) -> Result<Array> {
+        self.reduce("min", None, false, Reduction::Min)
+    }
+
+    /// Minimum over `axes`, keeping them as length 1 when `keepdims`; NaN propagates.
+    pub fn min_axes(&self, axes: &[isize], keepdims: bool) -> Result<Array> {
+        self.reduce("min", Some(axes), keepdims, Reduction::Min)
     }
 }

@@ -187,7 +187,7 @@ impl Array {
                 return Err(err());
             }
         }
-        self.sum(Some(&axes), true)?.reshape(shape)
+        self.sum_axes(&axes, true)?.reshape(shape)
     }
 
     /// The layout keeping only axes `keep` (whose dropped axes all have length 1).

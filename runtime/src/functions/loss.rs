@@ -18,9 +18,9 @@ impl LogSoftmax {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
         let axis = [self.axis];
-        let m = x.max(Some(&axis), true)?;
+        let m = x.max_axes(&axis, true)?;
         let shifted = x.sub(&m)?;
-        let lse = shifted.exp()?.sum(Some(&axis), true)?.log()?;
+        let lse = shifted.exp()?.sum_axes(&axis, true)?.log()?;
         shifted.sub(&lse)
     }
 

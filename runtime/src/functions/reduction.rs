@@ -36,7 +36,7 @@ impl Sum {
 
     #[retain(meta(x))]
     fn forward(&self, x: &Array) -> Result<Array> {
-        x.sum(Some(&signed(&self.axes)), self.keepdims)
+        x.sum_axes(&signed(&self.axes), self.keepdims)
     }
 
     fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
@@ -70,7 +70,7 @@ impl Mean {
 
     #[retain(meta(x))]
     fn forward(&self, x: &Array) -> Result<Array> {
-        x.mean(Some(&signed(&self.axes)), self.keepdims)
+        x.mean_axes(&signed(&self.axes), self.keepdims)
     }
 
     fn backward(&self, x: &InputMeta, gy: &Variable) -> Result<Variable> {
@@ -116,7 +116,7 @@ impl Max {
 
     #[retain(x, output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
-        x.max(Some(&signed(&self.axes)), self.keepdims)
+        x.max_axes(&signed(&self.axes), self.keepdims)
     }
 
     fn backward(&self, x: &Variable, y: &Variable, gy: &Variable) -> Result<Variable> {
@@ -138,7 +138,7 @@ impl Min {
 
     #[retain(x, output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
-        x.min(Some(&signed(&self.axes)), self.keepdims)
+        x.min_axes(&signed(&self.axes), self.keepdims)
     }
 
     fn backward(&self, x: &Variable, y: &Variable, gy: &Variable) -> Result<Variable> {

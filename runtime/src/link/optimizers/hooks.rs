@@ -160,7 +160,7 @@ impl Hook for GradientClipping {
         let mut sqnorm = 0.0;
         for p in params.iter() {
             let g = p.grad.astype(DType::F64)?;
-            sqnorm += g.mul(&g)?.sum_all()?.item::<f64>()?;
+            sqnorm += g.mul(&g)?.sum()?.item::<f64>()?;
         }
         let norm = sqnorm.sqrt();
         if norm > self.threshold {
