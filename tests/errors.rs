@@ -182,6 +182,28 @@ fn axis_out_of_range() {
 }
 
 #[test]
+fn matmul_batch_mismatch_names_both_shapes() {
+    // Batch axes [2] and [3] do not broadcast: the message gives the whole shapes.
+    let err = f32s(&[2, 3, 4])
+        .matmul(&f32s(&[3, 4, 5]))
+        .expect_err("batch 2 vs 3");
+    assert!(matches!(err, Error::Shape { op: "matmul", .. }), "{err:?}");
+    assert_mentions(
+        &err,
+        &["matmul", "[2, 3, 4]", "[3, 4, 5]", "batch [2] vs [3]"],
+    );
+    let a = Variable::new(f32s(&[2, 3, 4]));
+    let b = Variable::new(f32s(&[3, 4, 5]));
+    let err = F::matmul(&a, &b).expect_err("batch 2 vs 3");
+    assert_mentions(&err, &["[2, 3, 4]", "[3, 4, 5]"]);
+    // Batch axes that broadcast are fine: [2, 1] with [3].
+    let ok = f32s(&[2, 1, 3, 4])
+        .matmul(&f32s(&[3, 4, 5]))
+        .expect("broadcasts");
+    assert_eq!(ok.shape(), &[2, 3, 3, 5]);
+}
+
+#[test]
 fn matmul_inner_dimension_mismatch() {
     let err = f32s(&[2, 3]).matmul(&f32s(&[4, 5])).expect_err("3 vs 4");
     assert!(matches!(err, Error::Shape { op: "matmul", .. }), "{err:?}");

@@ -57,7 +57,17 @@ impl Array {
         if k != k2 {
             return Err(mismatch());
         }
-        let batch = broadcast_shapes(OP, &a.shape()[..a.ndim() - 2], &b.shape()[..b.ndim() - 2])?;
+        let batch = broadcast_shapes(OP, &a.shape()[..a.ndim() - 2], &b.shape()[..b.ndim() - 2])
+            .map_err(|_| Error::Shape {
+                op: OP,
+                msg: format!(
+                    "batch dimensions do not broadcast: {:?} @ {:?} (batch {:?} vs {:?})",
+                    self.shape(),
+                    rhs.shape(),
+                    &a.shape()[..a.ndim() - 2],
+                    &b.shape()[..b.ndim() - 2]
+                ),
+            })?;
         let mut out_shape = batch.clone();
         out_shape.extend([n, m]);
         crate::layout::checked_size(OP, &out_shape, self.dtype())?;
