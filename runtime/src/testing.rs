@@ -3,8 +3,8 @@
 //! tests:
 //!
 //! - `forward`: the outputs match the expected ones, and forward leaves its inputs unchanged;
-//! - `backward`: [`check_backward`](crate::gradient_check::check_backward);
-//! - `double_backward`: [`check_double_backward`](crate::gradient_check::check_double_backward).
+//! - `backward`: [`check_backward`];
+//! - `double_backward`: [`check_double_backward`].
 //!
 //! Each runs on the host and, when one exists, on `cuda:0` (printing why it skips otherwise), in
 //! float32 and float64, with C-contiguous inputs, transposed views and negative-stride views.
