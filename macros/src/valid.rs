@@ -366,8 +366,8 @@ fn check_backward_params(
         forward.retain.outputs.len(),
         node.n_outputs(),
     );
-    let outputs = params.iter().skip(k).take(m);
-    for ((name, ty), index) in outputs.zip(&forward.retain.outputs) {
+    let output_params = params.iter().skip(k).take(m);
+    for ((name, ty), index) in output_params.zip(&forward.retain.outputs) {
         if fits(ty, Passed::Ref(kw::VARIABLE)) == Fit::No {
             cx.error_spanned_by(
                 ty,
@@ -378,8 +378,8 @@ fn check_backward_params(
             );
         }
     }
-    // A list of the gradients (Chainer's `grad_outputs`) is reported as such, not also as a
-    // wrong parameter count.
+    // A list of the gradients (Chainer's `grad_outputs`), or `needs: &[usize]` out of place, is
+    // reported as such, not also as a wrong parameter count.
     let mut gradient_list = false;
     for (name, ty) in params.iter().skip(k + m).take(g) {
         let passed = match generic_arg(ty, kw::OPTION) {
