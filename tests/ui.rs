@@ -29,8 +29,38 @@
 //! | `backward-takes-value-as-meta`     | a retained value taken as `&InputMeta`            |
 //! | `backward-meta-out-of-order`       | backward's parameters not in `#[retain]` order    |
 //!
+//! Backward parameters whose types the generated call cannot pass, each reported at the type
+//! with the accepted forms (`ui/pass/backward-parameter-forms.rs` has the accepted ones: full
+//! paths, lifetimes, `std::option::Option`, an alias of `Variable`):
+//!
+//! | file                                     | what is tried                                 |
+//! |------------------------------------------|-----------------------------------------------|
+//! | `backward-gradient-list`                 | Chainer's `grad_outputs: &[Option<Variable>]` |
+//! | `backward-gradient-list-several-outputs` | the same for two outputs (no count error too) |
+//! | `backward-gradient-by-value`             | `gy: Variable`                                |
+//! | `backward-gradient-array`                | `gy: &Array`                                  |
+//! | `backward-gradient-option-by-value`      | `Option<Variable>` and `&Option<Variable>`    |
+//! | `backward-needs-not-last`                | `needs: &[usize]` before the gradient         |
+//! | `backward-retained-types`                | a retained input `&Array`, output `Variable`  |
+//! | `backward-meta-wrong-type`               | a `meta(b)` input taken as `&Array`           |
+//! | `backward-gradient-unknown-type`         | a type left to rustc: its error is at it      |
+//!
+//! Keys and attributes given twice, each an error at the second (no value silently wins):
+//!
+//! | file                           | what is tried                                         |
+//! |--------------------------------|-------------------------------------------------------|
+//! | `duplicate-function-node-name` | `#[function_node(name = "a", name = "b")]`            |
+//! | `duplicate-function-node-keys` | `crate` and `non_differentiable` twice                |
+//! | `duplicate-forward-gpu-body`   | two `body = ..` in `#[forward_gpu(..)]`               |
+//! | `duplicate-forward-gpu-keys`   | `inputs`, `outputs`, `params`, `name`, `dtypes` twice |
+//! | `duplicate-retain-input`       | `#[retain(x, x)]`                                     |
+//! | `duplicate-retain-output`      | `#[retain(output = 0, output = 0)]`                   |
+//! | `duplicate-helper-attributes`  | two `#[retain(..)]`, two `#[forward_gpu(..)]`         |
+//! | `duplicate-link-keys`          | `#[kusari(crate = ..)]` twice, `skip` twice           |
+//!
 //! Regenerate the `.stderr` files after a deliberate change of a message with
-//! `TRYBUILD=overwrite cargo test -p kusari-tests --test ui`, then read every diff.
+//! `TRYBUILD=overwrite cargo test -p kusari-tests --test ui`, then read every diff (one group
+//! alone: `cargo test -p kusari-tests --test ui -- ui trybuild=duplicate-`).
 
 #[test]
 fn ui() {

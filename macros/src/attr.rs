@@ -2,6 +2,7 @@
 //! Mistakes go to the `Ctxt`; parsing carries on so that later mistakes are reported too.
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::{Attribute, Ident, LitInt, LitStr, Path};
 
@@ -14,6 +15,51 @@ pub struct Options {
     pub name: Option<LitStr>,
     pub krate: Option<Path>,
     pub non_differentiable: Option<Span>,
+}
+
+/// One key of an attribute, given at most once (serde's `Attr`): a second occurrence is an
+/// error at that key, so that no value silently wins over another.
+pub struct Once<T> {
+    /// The attribute, for the message: `function_node`, `forward_gpu`, `kusari`.
+    attr: &'static str,
+    key: &'static str,
+    /// Whether the key was given, even with a value already reported as invalid.
+    given: bool,
+    value: Option<T>,
+}
+
+impl<T> Once<T> {
+    pub fn new(attr: &'static str, key: &'static str) -> Self {
+        Once {
+            attr,
+            key,
+            given: false,
+            value: None,
+        }
+    }
+
+    /// Records the key written at `at` with its value (`None`: a value already reported), or
+    /// reports a duplicate at `at` when the key was given before.
+    pub fn set<A: ToTokens>(&mut self, cx: &Ctxt, at: A, value: Option<T>) {
+        if self.given {
+            cx.error_spanned_by(at, duplicate_key_message(self.attr, self.key));
+        } else {
+            self.given = true;
+            self.value = value;
+        }
+    }
+
+    /// The value given first, if any.
+    pub fn get(self) -> Option<T> {
+        self.value
+    }
+}
+
+/// The message for a key given twice in `#[attr(..)]`.
+pub fn duplicate_key_message(attr: &str, key: &str) -> String {
+    format!(
+        "duplicate `{key}` in #[{attr}(..)]: each key is given once; remove this one or the first"
+    )
 }
 
 /// Reports an unknown key at its token, listing the keys `attr` accepts, and skips its value.
@@ -58,23 +104,31 @@ pub fn crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<P
 }
 
 pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
-    let mut options = Options::default();
+    let attr = kw::FUNCTION_NODE;
+    let mut name = Once::new(attr, kw::NAME);
+    let mut krate = Once::new(attr, kw::CRATE);
+    let mut non_differentiable = Once::new(attr, kw::NON_DIFFERENTIABLE);
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident(kw::NAME) {
-            options.name = Some(meta.value()?.parse()?);
+            name.set(cx, &meta.path, Some(meta.value()?.parse()?));
         } else if meta.path.is_ident(kw::CRATE) {
-            options.krate = crate_path(cx, &meta)?;
+            krate.set(cx, &meta.path, crate_path(cx, &meta)?);
         } else if meta.path.is_ident(kw::NON_DIFFERENTIABLE) {
-            options.non_differentiable = Some(meta.path.segments[0].ident.span());
+            let span = meta.path.segments[0].ident.span();
+            non_differentiable.set(cx, &meta.path, Some(span));
         } else {
-            unknown_key(cx, &meta, "function_node", kw::FUNCTION_NODE_KEYS)?;
+            unknown_key(cx, &meta, attr, kw::FUNCTION_NODE_KEYS)?;
         }
         Ok(())
     });
     if let Err(e) = syn::parse::Parser::parse2(parser, args) {
         cx.syn_error(e);
     }
-    options
+    Options {
+        name: name.get(),
+        krate: krate.get(),
+        non_differentiable: non_differentiable.get(),
+    }
 }
 
 /// `#[retain(x, meta(y), output = 0)]`: inputs by name, by value or as `meta(..)` (shape,
@@ -211,40 +265,45 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             );
             continue;
         }
-        let mut k = KernelAttr {
-            attr: attr.clone(),
-            inputs: None,
-            outputs: None,
-            body: None,
-            params: None,
-            name: None,
-            dtypes: None,
-            has_unknown_key: false,
-        };
+        let once = |key| Once::new(kw::KERNEL_ATTR, key);
+        let (mut inputs, mut outputs, mut body) =
+            (once(kw::INPUTS), once(kw::OUTPUTS), once(kw::BODY));
+        let (mut params, mut name, mut dtypes) =
+            (once(kw::PARAMS), once(kw::NAME), once(kw::DTYPES));
+        let mut has_unknown_key = false;
         let result = attr.parse_nested_meta(|meta| {
             let slot = if meta.path.is_ident(kw::INPUTS) {
-                &mut k.inputs
+                &mut inputs
             } else if meta.path.is_ident(kw::OUTPUTS) {
-                &mut k.outputs
+                &mut outputs
             } else if meta.path.is_ident(kw::BODY) {
-                &mut k.body
+                &mut body
             } else if meta.path.is_ident(kw::PARAMS) {
-                &mut k.params
+                &mut params
             } else if meta.path.is_ident(kw::NAME) {
-                &mut k.name
+                &mut name
             } else if meta.path.is_ident(kw::DTYPES) {
-                &mut k.dtypes
+                &mut dtypes
             } else {
-                k.has_unknown_key = true;
+                has_unknown_key = true;
                 return unknown_key(cx, &meta, kw::KERNEL_ATTR, kw::KERNEL_KEYS);
             };
-            *slot = Some(meta.value()?.parse()?);
+            slot.set(cx, &meta.path, Some(meta.value()?.parse()?));
             Ok(())
         });
         if let Err(e) = result {
             cx.syn_error(e);
         }
-        found = Some(k);
+        found = Some(KernelAttr {
+            attr: attr.clone(),
+            inputs: inputs.get(),
+            outputs: outputs.get(),
+            body: body.get(),
+            params: params.get(),
+            name: name.get(),
+            dtypes: dtypes.get(),
+            has_unknown_key,
+        });
     }
     found
 }
@@ -252,4 +311,43 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
 /// Whether an attribute is one of the macro's helpers (removed from the emitted methods).
 pub fn is_helper(attr: &Attribute) -> bool {
     attr.path().is_ident(kw::RETAIN) || attr.path().is_ident(kw::KERNEL_ATTR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn once_keeps_the_first_value_and_reports_the_second_key() {
+        let cx = Ctxt::new();
+        let mut name = Once::new(kw::FUNCTION_NODE, kw::NAME);
+        name.set(&cx, quote::quote!(name), Some("a"));
+        name.set(&cx, quote::quote!(name), Some("b"));
+        assert_eq!(name.get(), Some("a"));
+        let errors = cx.check().expect_err("a duplicate");
+        assert_eq!(
+            errors.to_string(),
+            "duplicate `name` in #[function_node(..)]: each key is given once; remove this one or the first"
+        );
+    }
+
+    #[test]
+    fn once_counts_a_key_whose_value_was_invalid() {
+        let cx = Ctxt::new();
+        let mut krate: Once<Path> = Once::new(kw::FUNCTION_NODE, kw::CRATE);
+        krate.set(&cx, quote::quote!(crate), None);
+        krate.set(&cx, quote::quote!(crate), Some(syn::parse_quote!(::kusari)));
+        assert!(krate.get().is_none());
+        assert_eq!(cx.check().expect_err("a duplicate").into_iter().count(), 1);
+    }
+
+    #[test]
+    fn once_given_once_is_no_error() {
+        let cx = Ctxt::new();
+        let mut skip = Once::new(kw::KUSARI, kw::SKIP);
+        assert_eq!(Once::<()>::new(kw::KUSARI, kw::SKIP).get(), None);
+        skip.set(&cx, quote::quote!(skip), Some(()));
+        assert_eq!(skip.get(), Some(()));
+        assert!(cx.check().is_ok());
+    }
 }

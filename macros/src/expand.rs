@@ -6,7 +6,7 @@
 //! `mul_add(&x, &y, &z) -> Result<Variable>`.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::{FnArg, Ident, ImplItem, ItemImpl, Path};
 
 use crate::ast::{generic_arg, Forward, Node, Returns};
@@ -212,31 +212,64 @@ fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
             }
         };
     };
-    let mut args: Vec<TokenStream> = Vec::new();
+    // What each parameter gets, and whether it is passed by reference.
+    let mut values: Vec<(TokenStream, bool)> = Vec::new();
     for r in &forward.retain.inputs {
         let i = forward
             .inputs
             .iter()
             .position(|x| **x == r.ident)
             .unwrap_or(0);
-        args.push(match r.meta {
-            true => quote!(&ctx.input_meta(#i)?),
-            false => quote!(&ctx.retained_input(#i)?),
+        values.push(match r.meta {
+            true => (quote!(ctx.input_meta(#i)?), true),
+            false => (quote!(ctx.retained_input(#i)?), true),
         });
     }
     for l in &forward.retain.outputs {
         let i: usize = l.base10_parse().unwrap_or(0);
-        args.push(quote!(&ctx.retained_output(#i)?));
+        values.push((quote!(ctx.retained_output(#i)?), true));
     }
-    let first_grad = args.len();
+    let first_grad = values.len();
     for (j, (_, ty)) in backward.params.iter().enumerate().skip(first_grad) {
         let out = j - first_grad;
-        args.push(if is_index_slice(ty) {
-            quote!(target_input_indexes)
+        values.push(if is_index_slice(ty) {
+            (quote!(target_input_indexes), false)
         } else if generic_arg(ty, kw::OPTION).is_some() {
-            quote!(#krate::macro_support::grad_opt(grad_outputs, #out))
+            (
+                quote!(#krate::macro_support::grad_opt(grad_outputs, #out)),
+                false,
+            )
         } else {
-            quote!(&#krate::macro_support::grad_or_zeros(ctx, grad_outputs, #out)?)
+            (
+                quote!(#krate::macro_support::grad_or_zeros(ctx, grad_outputs, #out)?),
+                true,
+            )
+        });
+    }
+    // Each value is bound first and passed by a name spanned at its parameter's type: a type
+    // the macro could not judge (valid.rs reports the ones it can) then fails at that type,
+    // not at the macro's line.
+    let mut lets = TokenStream::new();
+    let mut args: Vec<TokenStream> = Vec::new();
+    for (j, (value, by_ref)) in values.into_iter().enumerate() {
+        let (first, last) = backward
+            .params
+            .get(j)
+            .map_or((Span::call_site(), Span::call_site()), |(_, ty)| {
+                first_last_spans(ty)
+            });
+        lets.extend({
+            let name = format_ident!("__arg{}", j);
+            quote!(let #name = #value;)
+        });
+        // `&` at the type's first token and the name at its last: the compiler underlines the
+        // whole type.
+        args.push(match by_ref {
+            true => {
+                let name = format_ident!("__arg{}", j, span = last);
+                quote_spanned!(first=> &#name)
+            }
+            false => format_ident!("__arg{}", j, span = first).into_token_stream(),
         });
     }
     let call = quote!(<#ty>::backward(self, #(#args),*));
@@ -256,12 +289,20 @@ fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
     quote! {
         #signature {
             let _ = target_input_indexes;
+            #lets
             #bind
             ::std::result::Result::Ok(::std::vec![
                 #(#krate::macro_support::IntoGrad::into_grad(#grads)),*
             ])
         }
     }
+}
+
+/// The spans of the first and the last token of `tokens` (both the call site when empty).
+fn first_last_spans(tokens: impl ToTokens) -> (Span, Span) {
+    let mut spans = tokens.into_token_stream().into_iter().map(|t| t.span());
+    let first = spans.next().unwrap_or_else(Span::call_site);
+    (first, spans.last().unwrap_or(first))
 }
 
 /// `impl Op { pub fn apply(self, (&x, ..)) -> Result<(Variable, ..)> }`. With `stub`, the body is

@@ -12,6 +12,9 @@ pub const RETAIN: &str = "retain";
 /// `#[forward_gpu(..)]` shares its name with the method.
 pub const KERNEL_ATTR: &str = FORWARD_GPU;
 
+/// The attribute itself, as messages name it.
+pub const FUNCTION_NODE: &str = "function_node";
+
 /// Keys of `#[function_node(..)]`.
 pub const NAME: &str = "name";
 pub const CRATE: &str = "crate";
@@ -41,6 +44,15 @@ pub const VARIABLE: &str = "Variable";
 /// Type names the macro recognises in signatures.
 pub const RESULT: &str = "Result";
 pub const OPTION: &str = "Option";
+
+/// Types a backward parameter may be written with that are certainly not `Variable` (nor
+/// `InputMeta`) under another name: a parameter of one of these where the generated call passes
+/// a `&Variable` is reported by the macro. Other names (aliases, generics) are left to rustc.
+pub const KNOWN_TYPES: &[&str] = &[
+    VARIABLE, INPUT_META, "Array", OPTION, RESULT, "Vec", "Box", "Rc", "Arc", "String", "str",
+    "bool", "char", "f32", "f64", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32",
+    "u64", "u128", "usize",
+];
 
 /// The helper attribute of `#[derive(Link)]`, on the struct and on its fields. (Not `link`:
 /// that is a built-in attribute, and a derive helper may not shadow it.)

@@ -77,15 +77,29 @@ use proc_macro::TokenStream;
 ///
 /// # What it checks at compile time
 ///
-/// A backward that reads an input the forward does not retain, or takes a retained input as the
-/// wrong one of `&Variable` and `&InputMeta`; `#[retain]` naming a non-input, an input twice or
-/// both by value and as `meta(..)`, an empty `meta()`, or anything but input names, `meta(..)`
-/// and `output = N`; a default wrapper name that is a keyword (`struct Where` gives `where`);
-/// kernel inputs that are not forward's parameters, or a kernel output count that is not
-/// forward's; placeholders bound by no array input; unknown types or keywords, reserved names
-/// (`i`, `n`, a leading `_`) and duplicate names in signatures; a backward returning the wrong
-/// number of gradients; a missing forward or backward; unknown attribute keys. Every mistake is
-/// reported at once, each at the user's token, and a mistake gives one error.
+/// Every mistake is reported at once, each at the user's token, and a mistake gives one error:
+///
+/// - backward's parameters: an input read that forward does not retain; parameters that are
+///   not the retained values (in `#[retain]` order), the retained outputs and one gradient per
+///   output; a parameter whose type the generated call cannot pass, reported at that type with
+///   the op, the parameter and the accepted forms: a gradient that is not `&Variable` or
+///   `Option<&Variable>` (Chainer's `grad_outputs: &[Option<Variable>]`, `gy: Variable` by
+///   value, `gy: &Array`, `needs: &[usize]` anywhere but last), a retained input or output that
+///   is not `&Variable`, a `meta(..)` input that is not `&InputMeta`. A type the macro cannot
+///   judge (an alias, a generic) is left to the compiler, whose mismatch then points at that
+///   type too;
+/// - a backward returning a number of gradients other than forward's number of inputs;
+/// - `#[retain]` naming a non-input, an input or an output twice, an input both by value and as
+///   `meta(..)`, an empty `meta()`, an output out of range, or anything but input names,
+///   `meta(..)` and `output = N`;
+/// - unknown attribute keys, and a key given twice in `#[function_node(..)]` or
+///   `#[forward_gpu(..)]` (at the second: no value silently wins over another), or a helper
+///   attribute written twice;
+/// - kernel inputs that are not forward's parameters, or a kernel output count that is not
+///   forward's; placeholders bound by no array input; unknown types or keywords, reserved names
+///   (`i`, `n`, a leading `_`) and duplicate names in signatures;
+/// - a missing forward or backward, and a default wrapper name that is a keyword
+///   (`struct Where` gives `where`).
 ///
 /// # What it generates
 ///
@@ -109,12 +123,11 @@ use proc_macro::TokenStream;
 ///     }
 ///     fn backward(&self, ctx: &BackwardContext<'_>, target_input_indexes: &[usize],
 ///                 grad_outputs: &[Option<Variable>]) -> Result<Vec<Option<Variable>>> {
-///         let (__grad0, __grad1, __grad2) = <MulAdd>::backward(
-///             self,
-///             &ctx.retained_input(0)?,
-///             &ctx.retained_input(1)?,
-///             &macro_support::grad_or_zeros(ctx, grad_outputs, 0)?,
-///         )?;
+///         let __arg0 = ctx.retained_input(0)?;
+///         let __arg1 = ctx.retained_input(1)?;
+///         let __arg2 = macro_support::grad_or_zeros(ctx, grad_outputs, 0)?;
+///         // Each argument carries the span of its parameter's type, where a mismatch is shown.
+///         let (__grad0, __grad1, __grad2) = <MulAdd>::backward(self, &__arg0, &__arg1, &__arg2)?;
 ///         Ok(vec![__grad0.into_grad(), __grad1.into_grad(), __grad2.into_grad()])
 ///     }
 /// }
@@ -135,7 +148,7 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// An input retained as `meta(b)` is left out of `ctx.retain_inputs` (its node records its
-/// shape, dtype and device anyway), and backward gets `&ctx.input_meta(i)?` for it: nothing is
+/// shape, dtype and device anyway), and backward gets `ctx.input_meta(i)?` for it: nothing is
 /// allocated for it in forward or backward.
 #[proc_macro_attribute]
 pub fn function_node(args: TokenStream, input: TokenStream) -> TokenStream {
@@ -185,7 +198,8 @@ pub fn function_node(args: TokenStream, input: TokenStream) -> TokenStream {
 /// unless the field is marked `#[kusari(skip)]`. Generic structs get a `FieldType: LinkField`
 /// bound for each field whose type names a type parameter. `#[kusari(crate = "crate")]` on the
 /// struct sets the path of the kusari crate (default `::kusari`). Tuple structs, enums and unions
-/// are rejected, and so are unknown `#[kusari(..)]` keys, each at its token.
+/// are rejected, and so are unknown `#[kusari(..)]` keys and keys given twice (in one
+/// `#[kusari(..)]` or across several), each at its token.
 #[proc_macro_derive(Link, attributes(kusari))]
 pub fn derive_link(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

@@ -5,7 +5,7 @@ use kusari_kernels::{ElementwiseSignature, SignatureList};
 use quote::ToTokens;
 use syn::{Ident, LitStr, ReturnType, Type};
 
-use crate::ast::{Backward, Forward, Node};
+use crate::ast::{generic_arg, Backward, Forward, Node};
 use crate::attr::RetainedInput;
 use crate::ctxt::Ctxt;
 use crate::kw;
@@ -109,9 +109,17 @@ fn check_retain(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
             }
         }
     }
-    for lit in &forward.retain.outputs {
+    let outputs = &forward.retain.outputs;
+    for (j, lit) in outputs.iter().enumerate() {
         match lit.base10_parse::<usize>() {
-            Ok(i) if i < node.n_outputs() => {}
+            Ok(i) if i < node.n_outputs() => {
+                if outputs[..j]
+                    .iter()
+                    .any(|e| e.base10_parse::<usize>().ok() == Some(i))
+                {
+                    cx.error_spanned_by(lit, format!("`output = {i}` is retained twice"));
+                }
+            }
             _ => cx.error_spanned_by(
                 lit,
                 format!(
@@ -312,12 +320,22 @@ fn check_backward_params(
             );
         }
     }
-    // A #[retain] naming a non-input or an input twice was reported there; backward cannot
-    // match it.
+    // A #[retain] naming a non-input, an input or an output twice, or an output out of range
+    // was reported there; backward cannot match it.
     let misnamed = retained.iter().enumerate().any(|(i, r)| {
         !forward.inputs.contains(&&r.ident) || retained[..i].iter().any(|e| e.ident == r.ident)
     });
-    if unretained_read || misnamed {
+    let outputs: Vec<Option<usize>> = forward
+        .retain
+        .outputs
+        .iter()
+        .map(|l| l.base10_parse().ok())
+        .collect();
+    let bad_output = outputs.iter().enumerate().any(|(j, o)| match o {
+        Some(i) => *i >= node.n_outputs() || outputs[..j].contains(o),
+        None => true,
+    });
+    if unretained_read || misnamed || bad_output {
         return;
     }
     let list = retained
@@ -325,9 +343,12 @@ fn check_backward_params(
         .map(|r| r.describe())
         .collect::<Vec<_>>()
         .join(", ");
+    let op = &node.ident;
     for (i, want) in retained.iter().enumerate() {
         match params.get(i) {
-            Some((name, ty)) if **name == want.ident => check_retained_type(cx, want, name, ty),
+            Some((name, ty)) if **name == want.ident => {
+                check_retained_type(cx, op, want, name, ty);
+            }
             other => {
                 let at = other.map_or(&backward.func.sig.ident, |(name, _)| *name);
                 cx.error_spanned_by(
@@ -345,7 +366,43 @@ fn check_backward_params(
         forward.retain.outputs.len(),
         node.n_outputs(),
     );
-    if params.len() != k + m + g {
+    let output_params = params.iter().skip(k).take(m);
+    for ((name, ty), index) in output_params.zip(&forward.retain.outputs) {
+        if fits(ty, Passed::Ref(kw::VARIABLE)) == Fit::No {
+            cx.error_spanned_by(
+                ty,
+                format!(
+                    "{op}::backward: retained output `{name}` (#[retain(output = {index})]) has type `{}`; backward takes a retained output as `&Variable`",
+                    type_string(ty)
+                ),
+            );
+        }
+    }
+    // A list of the gradients (Chainer's `grad_outputs`), or `needs: &[usize]` out of place, is
+    // reported as such, not also as a wrong parameter count.
+    let mut gradient_list = false;
+    for (name, ty) in params.iter().skip(k + m).take(g) {
+        let passed = match generic_arg(ty, kw::OPTION) {
+            Some(_) => Passed::OptionRef,
+            None => Passed::Ref(kw::VARIABLE),
+        };
+        if fits(ty, passed) != Fit::No {
+            continue;
+        }
+        gradient_list |= is_list(ty);
+        let needs_hint = match is_index_slice(ty) {
+            true => "; the optional `needs: &[usize]` comes last",
+            false => "",
+        };
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "{op}::backward: gradient parameter `{name}` has type `{}`; each output's gradient is its own parameter, of type `&Variable` or `Option<&Variable>` (one per output, after the retained values){needs_hint}",
+                type_string(ty)
+            ),
+        );
+    }
+    if params.len() != k + m + g && !gradient_list {
         cx.error_spanned_by(
             &backward.func.sig.ident,
             format!(
@@ -357,28 +414,277 @@ fn check_backward_params(
     }
 }
 
-/// A retained input is taken as `&Variable`, a `meta(..)` one as `&InputMeta`. Only the other
-/// type is reported here (any other type is left to the compiler): the generated call would
-/// otherwise fail at the macro's span with a bare type mismatch.
-fn check_retained_type(cx: &Ctxt, retained: &RetainedInput, name: &Ident, ty: &Type) {
-    let Type::Reference(r) = ty else { return };
-    let Type::Path(p) = &*r.elem else { return };
-    let Some(last) = p.path.segments.last() else {
-        return;
+/// A retained input is taken as `&Variable`, a `meta(..)` one as `&InputMeta`: the other one of
+/// the two gets its own message; any other type the generated call cannot pass is reported
+/// too (else the call would fail at the macro's span with a bare type mismatch).
+fn check_retained_type(cx: &Ctxt, op: &Ident, retained: &RetainedInput, name: &Ident, ty: &Type) {
+    let named = match strip_parens(ty) {
+        Type::Reference(r) if r.mutability.is_none() => type_name(&r.elem),
+        _ => None,
     };
-    if retained.meta && last.ident == kw::VARIABLE {
-        cx.error_spanned_by(
-            ty,
-            format!(
-                "`{name}` is retained as `meta({name})`: backward takes it as `&InputMeta` (its shape, dtype and device); retain `{name}` itself for its value"
-            ),
-        );
-    } else if !retained.meta && last.ident == kw::INPUT_META {
+    let written = type_string(ty);
+    if retained.meta {
+        if named.as_deref() == Some(kw::VARIABLE) {
+            cx.error_spanned_by(
+                ty,
+                format!(
+                    "`{name}` is retained as `meta({name})`: backward takes it as `&InputMeta` (its shape, dtype and device); retain `{name}` itself for its value"
+                ),
+            );
+        } else if fits(ty, Passed::Ref(kw::INPUT_META)) == Fit::No {
+            cx.error_spanned_by(
+                ty,
+                format!(
+                    "{op}::backward: `{name}` is retained as `meta({name})` and has type `{written}`; backward takes it as `&InputMeta` (its shape, dtype and device)"
+                ),
+            );
+        }
+    } else if named.as_deref() == Some(kw::INPUT_META) {
         cx.error_spanned_by(
             ty,
             format!(
                 "`{name}` is retained by value: backward takes it as `&Variable`; for its shape and dtype alone, retain it as `meta({name})`"
             ),
         );
+    } else if fits(ty, Passed::Ref(kw::VARIABLE)) == Fit::No {
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "{op}::backward: retained input `{name}` has type `{written}`; backward takes a retained input as `&Variable` (or, retained as `meta({name})`, as `&InputMeta`)"
+            ),
+        );
+    }
+}
+
+/// What the generated call passes to a parameter of the user's backward.
+#[derive(Clone, Copy)]
+enum Passed {
+    /// A reference to the named type: `&Variable` or `&InputMeta`.
+    Ref(&'static str),
+    /// `Option<&Variable>`: a gradient parameter written `Option<..>`.
+    OptionRef,
+}
+
+/// Whether a parameter's type takes what the generated call passes. `No` only where the tokens
+/// make it certain: a type the macro does not know (an alias, a generic, `dyn Trait`) may still
+/// take it, and is left to the compiler.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fit {
+    Yes,
+    No,
+    Unknown,
+}
+
+/// The last path segment's name of a plain path type (`kusari::Variable` → `Variable`).
+fn type_name(ty: &Type) -> Option<String> {
+    match strip_parens(ty) {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn strip_parens(ty: &Type) -> &Type {
+    match ty {
+        Type::Paren(p) => strip_parens(&p.elem),
+        Type::Group(g) => strip_parens(&g.elem),
+        other => other,
+    }
+}
+
+/// Whether a type is built from others in a way no alias can be: a slice, an array, a tuple, a
+/// reference, a function pointer or `!`.
+fn is_structural(ty: &Type) -> bool {
+    matches!(
+        strip_parens(ty),
+        Type::Slice(_)
+            | Type::Array(_)
+            | Type::Tuple(_)
+            | Type::Reference(_)
+            | Type::BareFn(_)
+            | Type::Never(_)
+    )
+}
+
+/// Whether a type named `name` (the last segment of a path) is known to be another than `want`.
+fn is_other_known(name: &str, want: &str) -> bool {
+    name != want && kw::KNOWN_TYPES.contains(&name)
+}
+
+/// Whether `ty` takes a `&want`: a `&want` itself; not a `&mut`, a value, a slice or a
+/// reference to another known type; anything else may (a coercion to `&dyn Trait`, a generic).
+fn fits_ref(ty: &Type, want: &str) -> Fit {
+    match strip_parens(ty) {
+        Type::Reference(r) if r.mutability.is_some() => Fit::No,
+        Type::Reference(r) => match type_name(&r.elem) {
+            Some(name) if name == want => Fit::Yes,
+            Some(name) if is_other_known(&name, want) => Fit::No,
+            None if is_structural(&r.elem) => Fit::No,
+            _ => Fit::Unknown,
+        },
+        Type::Path(_) => match type_name(ty) {
+            Some(name) if kw::KNOWN_TYPES.contains(&name.as_str()) => Fit::No,
+            _ => Fit::Unknown,
+        },
+        other if is_structural(other) => Fit::No,
+        _ => Fit::Unknown,
+    }
+}
+
+/// Whether `ty` (written `Option<X>`) takes an `Option<&Variable>`: nothing coerces inside an
+/// `Option`, so `X` must be `&Variable` itself (or an alias or generic the macro cannot see).
+fn fits_option_ref(ty: &Type) -> Fit {
+    let Some(inner) = generic_arg(ty, kw::OPTION) else {
+        return Fit::No;
+    };
+    match strip_parens(inner) {
+        Type::Reference(r) if r.mutability.is_some() => Fit::No,
+        Type::Reference(r) => match type_name(&r.elem) {
+            Some(name) if name == kw::VARIABLE => Fit::Yes,
+            Some(name) if kw::KNOWN_TYPES.contains(&name.as_str()) => Fit::No,
+            None if is_structural(&r.elem) || matches!(&*r.elem, Type::TraitObject(_)) => Fit::No,
+            _ => Fit::Unknown,
+        },
+        other => match type_name(other) {
+            Some(name) if kw::KNOWN_TYPES.contains(&name.as_str()) => Fit::No,
+            None if is_structural(other) => Fit::No,
+            _ => Fit::Unknown,
+        },
+    }
+}
+
+fn fits(ty: &Type, passed: Passed) -> Fit {
+    match passed {
+        Passed::Ref(want) => fits_ref(ty, want),
+        Passed::OptionRef => fits_option_ref(ty),
+    }
+}
+
+/// Whether a type holds several values (a slice, array, tuple or `Vec`, by value or behind a
+/// reference): a gradient parameter of that type is a list of the gradients.
+fn is_list(ty: &Type) -> bool {
+    let ty = match strip_parens(ty) {
+        Type::Reference(r) => strip_parens(&r.elem),
+        other => other,
+    };
+    matches!(ty, Type::Slice(_) | Type::Array(_) | Type::Tuple(_))
+        || type_name(ty).as_deref() == Some("Vec")
+}
+
+/// A type as the user would write it: `&[Option<Variable>]`, not the token stream's
+/// `& [Option < Variable >]`.
+pub fn type_string(ty: &Type) -> String {
+    let raw = ty.to_token_stream().to_string();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let chars: Vec<char> = raw.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c != ' ' {
+            out.push(c);
+            continue;
+        }
+        // A space stays between two words (`&mut Variable`, `dyn Trait`, `&'a Variable`) and
+        // after a separator (`(Variable, Variable)`, `[f32; 3]`).
+        let prev = out.chars().last();
+        if (word(prev) && word(chars.get(i + 1).copied())) || matches!(prev, Some(',' | ';')) {
+            out.push(' ');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ty(s: &str) -> Type {
+        syn::parse_str(s).expect("a type")
+    }
+
+    #[test]
+    fn type_string_is_written_form() {
+        for s in [
+            "&[Option<Variable>]",
+            "&'a mut Variable",
+            "Option<&kusari::Variable>",
+            "(Variable, Variable)",
+            "[f32; 3]",
+            "&dyn std::fmt::Debug",
+        ] {
+            assert_eq!(type_string(&ty(s)), s);
+        }
+    }
+
+    #[test]
+    fn a_reference_gradient_takes_exactly_variable() {
+        let fit = |s| fits(&ty(s), Passed::Ref(kw::VARIABLE));
+        assert_eq!(fit("&Variable"), Fit::Yes);
+        assert_eq!(fit("&'a kusari::Variable"), Fit::Yes);
+        assert_eq!(fit("&(Variable)"), Fit::Yes);
+        for wrong in [
+            "&[Option<Variable>]",
+            "&[Variable]",
+            "Variable",
+            "&Array",
+            "&InputMeta",
+            "&mut Variable",
+            "&Option<Variable>",
+            "&&Variable",
+            "&(Variable, Variable)",
+            "Vec<Variable>",
+            "(Variable,)",
+            "[Variable; 2]",
+            "f64",
+        ] {
+            assert_eq!(fit(wrong), Fit::No, "{wrong}");
+        }
+        // What an alias, a generic or a coercion may still make right is left to the compiler.
+        for unknown in ["&Grad", "&dyn std::fmt::Debug", "G", "impl AsRef<Variable>"] {
+            assert_eq!(fit(unknown), Fit::Unknown, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn an_optional_gradient_takes_exactly_option_of_a_variable_reference() {
+        let fit = |s| fits(&ty(s), Passed::OptionRef);
+        assert_eq!(fit("Option<&Variable>"), Fit::Yes);
+        assert_eq!(fit("std::option::Option<&'a kusari::Variable>"), Fit::Yes);
+        for wrong in [
+            "Option<Variable>",
+            "Option<&Array>",
+            "Option<&mut Variable>",
+            "Option<&[Variable]>",
+            "Option<&dyn std::fmt::Debug>",
+            "Option<(Variable, Variable)>",
+        ] {
+            assert_eq!(fit(wrong), Fit::No, "{wrong}");
+        }
+        for unknown in ["Option<&Grad>", "Option<G>"] {
+            assert_eq!(fit(unknown), Fit::Unknown, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn a_meta_takes_input_meta() {
+        let fit = |s| fits(&ty(s), Passed::Ref(kw::INPUT_META));
+        assert_eq!(fit("&InputMeta"), Fit::Yes);
+        assert_eq!(fit("&kusari::InputMeta"), Fit::Yes);
+        assert_eq!(fit("&Variable"), Fit::No);
+        assert_eq!(fit("InputMeta"), Fit::No);
+        assert_eq!(fit("&[usize]"), Fit::No);
+    }
+
+    #[test]
+    fn lists_of_gradients() {
+        for list in [
+            "&[Option<Variable>]",
+            "Vec<Variable>",
+            "&(Variable, Variable)",
+            "[Variable; 2]",
+        ] {
+            assert!(is_list(&ty(list)), "{list}");
+        }
+        for one in ["&Variable", "Option<&Variable>", "Variable"] {
+            assert!(!is_list(&ty(one)), "{one}");
+        }
     }
 }

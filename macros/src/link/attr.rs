@@ -1,9 +1,10 @@
-//! Parsing of `#[kusari(..)]`: `crate = ".."` on the struct, `skip` on a field. Unknown keys are
-//! reported at their token and parsing carries on.
+//! Parsing of `#[kusari(..)]`: `crate = ".."` on the struct, `skip` on a field. Unknown keys and
+//! keys given twice (in one `#[kusari(..)]` or across several) are reported at their token and
+//! parsing carries on.
 
 use syn::{Attribute, Path};
 
-use crate::attr::{crate_path, unknown_key};
+use crate::attr::{crate_path, unknown_key, Once};
 use crate::ctxt::Ctxt;
 use crate::kw;
 
@@ -25,11 +26,11 @@ fn link_attrs(attrs: &[Attribute]) -> impl Iterator<Item = &Attribute> {
 }
 
 pub fn parse_container(cx: &Ctxt, attrs: &[Attribute]) -> ContainerOptions {
-    let mut options = ContainerOptions::default();
+    let mut krate = Once::new(kw::KUSARI, kw::CRATE);
     for attr in link_attrs(attrs) {
         let result = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident(kw::CRATE) {
-                options.krate = crate_path(cx, &meta)?;
+                krate.set(cx, &meta.path, crate_path(cx, &meta)?);
             } else if meta.path.is_ident(kw::SKIP) {
                 cx.error_spanned_by(
                     &meta.path,
@@ -44,15 +45,15 @@ pub fn parse_container(cx: &Ctxt, attrs: &[Attribute]) -> ContainerOptions {
             cx.syn_error(e);
         }
     }
-    options
+    ContainerOptions { krate: krate.get() }
 }
 
 pub fn parse_field(cx: &Ctxt, attrs: &[Attribute]) -> FieldOptions {
-    let mut options = FieldOptions::default();
+    let mut skip = Once::new(kw::KUSARI, kw::SKIP);
     for attr in link_attrs(attrs) {
         let result = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident(kw::SKIP) {
-                options.skip = true;
+                skip.set(cx, &meta.path, Some(()));
             } else if meta.path.is_ident(kw::CRATE) {
                 cx.error_spanned_by(
                     &meta.path,
@@ -70,5 +71,7 @@ pub fn parse_field(cx: &Ctxt, attrs: &[Attribute]) -> FieldOptions {
             cx.syn_error(e);
         }
     }
-    options
+    FieldOptions {
+        skip: skip.get().is_some(),
+    }
 }
