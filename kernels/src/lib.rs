@@ -17,7 +17,7 @@
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
 //! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
 //! - [`upload`]: the per-device upload cache of loaded modules.
-//! - [`compile_error`]: why a kernel did not compile (in every build, so errors can carry it).
+//! - [`compile_error`](mod@compile_error): why a kernel did not compile (in every build, so errors can carry it).
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX or to a device's cubin,
 //!   without a GPU.
 
