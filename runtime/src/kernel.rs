@@ -34,11 +34,24 @@ pub struct ElementwiseKernel {
     pub params: &'static str,
     /// The loop body, in CUDA C.
     pub body: &'static str,
+    /// Code at file scope before the kernel (CuPy's `preamble`): `__device__` helper functions,
+    /// constants and structs. It follows the placeholders' `typedef`s, so it may use `T`. Empty
+    /// unless set with [`with_preamble`](Self::with_preamble).
+    pub preamble: &'static str,
+    /// Code in the kernel before the elementwise loop (CuPy's `loop_prep`), run once by each
+    /// thread: `n` and the scalar parameters are in scope, `i` is not. Empty by default.
+    pub loop_prep: &'static str,
+    /// Code in the kernel after the loop (CuPy's `after_loop`), run once by each thread, with
+    /// what `loop_prep` declared in scope. Empty by default.
+    pub after_loop: &'static str,
 }
 
 impl From<ElementwiseDef> for ElementwiseKernel {
     fn from(d: ElementwiseDef) -> Self {
         ElementwiseKernel::new(d.name, d.inputs, d.outputs, d.params, d.body)
+            .with_preamble(d.preamble)
+            .with_loop_prep(d.loop_prep)
+            .with_after_loop(d.after_loop)
     }
 }
 
@@ -57,12 +70,59 @@ impl ElementwiseKernel {
             outputs,
             params,
             body,
+            preamble: "",
+            loop_prep: "",
+            after_loop: "",
         }
+    }
+
+    /// This kernel with a preamble (CuPy's `preamble`): device helper functions and constants
+    /// placed before the kernel, after the placeholders' `typedef`s. Its brackets must balance
+    /// and, like the body, it may hold no preprocessor directive but `#pragma` (write
+    /// `constexpr` constants and `__device__` functions instead of `#define`s). The preamble is
+    /// part of the generated source, so a kernel that differs only in its preamble compiles to
+    /// another binary.
+    ///
+    /// ```
+    /// use kusari::ElementwiseKernel;
+    /// static SQUARE_PLUS: ElementwiseKernel =
+    ///     ElementwiseKernel::new("square_plus", "T x", "T y", "T c", "y = square(x) + c;")
+    ///         .with_preamble("__device__ T square(T v) { return v * v; }");
+    /// assert!(SQUARE_PLUS.signature().is_ok());
+    /// ```
+    pub const fn with_preamble(mut self, preamble: &'static str) -> Self {
+        self.preamble = preamble;
+        self
+    }
+
+    /// This kernel with `loop_prep` (CuPy's): code before the elementwise loop, run once by
+    /// each thread, e.g. a value every element uses. `n` and the scalar parameters are in scope.
+    ///
+    /// ```
+    /// use kusari::ElementwiseKernel;
+    /// static SCALE: ElementwiseKernel =
+    ///     ElementwiseKernel::new("scale_by_len", "T x", "T y", "", "y = x * inv_n;")
+    ///         .with_loop_prep("const T inv_n = (T)1 / (T)n;");
+    /// assert!(SCALE.signature().is_ok());
+    /// ```
+    pub const fn with_loop_prep(mut self, loop_prep: &'static str) -> Self {
+        self.loop_prep = loop_prep;
+        self
+    }
+
+    /// This kernel with `after_loop` (CuPy's): code after the elementwise loop, run once by
+    /// each thread, with what [`loop_prep`](Self::with_loop_prep) declared in scope.
+    pub const fn with_after_loop(mut self, after_loop: &'static str) -> Self {
+        self.after_loop = after_loop;
+        self
     }
 
     /// The kernel layer's definition of this kernel (the same strings).
     fn def(&self) -> ElementwiseDef {
         ElementwiseDef::new(self.name, self.inputs, self.outputs, self.params, self.body)
+            .with_preamble(self.preamble)
+            .with_loop_prep(self.loop_prep)
+            .with_after_loop(self.after_loop)
     }
 
     /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
@@ -88,8 +148,9 @@ impl ElementwiseKernel {
 
     /// The parsed signature, once the whole definition is checked: the kernel's name must be
     /// a C identifier and not a keyword ([`kusari_kernels::names`]), the signature must parse
-    /// with names the generated code can use ([`kusari_kernels::signature`]), and the body's
-    /// brackets must balance ([`kusari_kernels::body`]). Every mistake is reported at once, in
+    /// with names the generated code can use ([`kusari_kernels::signature`]), and the brackets
+    /// of the body, the preamble, `loop_prep` and `after_loop` must balance
+    /// ([`kusari_kernels::body`]). Every mistake is reported at once, in
     /// [`Error::InvalidKernel`](crate::Error::InvalidKernel).
     pub fn signature(&self) -> Result<ElementwiseSignature> {
         Ok(self.def().signature()?)

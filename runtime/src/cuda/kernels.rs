@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use kusari_kernels::codegen::{generate, KernelSource};
+use kusari_kernels::codegen::{generate_code, KernelSource};
 use kusari_kernels::loop_plan::{LoopOperand, LoopPlan};
 use kusari_kernels::{ElementwiseDef, ScalarType};
 
@@ -238,10 +238,10 @@ pub(crate) fn source_for(
         })
         .collect();
     let plan = LoopPlan::new(&sig, &operands, None)?;
-    generate(
+    generate_code(
         kernel.name,
         &sig,
-        kernel.body,
+        kernel.code(),
         &types,
         plan.indexing,
         plan.width,
