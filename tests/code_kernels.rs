@@ -1,5 +1,5 @@
 //! Kernels with a preamble, `loop_prep` and `after_loop` (CuPy's `ElementwiseKernel` arguments
-//! besides the body), shared by the emulated-device tests (`kernel_code.rs`) and the NVRTC
+//! besides the body) and one whose array inputs are all `raw` (launched with a size), shared by the emulated-device tests (`kernel_code.rs`) and the NVRTC
 //! compile test (`kernels.rs`): as `ElementwiseKernel` values and in a `#[function_node]` op.
 
 use kusari::prelude::*;
@@ -25,6 +25,16 @@ pub static MEAN_SHARE: ElementwiseKernel = ElementwiseKernel::new(
      int seen = 0;",
 )
 .with_after_loop("if (first < (long long)n) count[first] = seen;");
+
+/// `y[i] = a[2 i] + a[2 i + 1]`, for `i` in `0..n`, with `n` written to
+/// `sizes[i]`: a kernel whose only array input is raw, launched with a size.
+pub static PAIR_SUMS: ElementwiseKernel = ElementwiseKernel::new(
+    "pair_sums",
+    "raw T a",
+    "T y, raw int64 sizes",
+    "",
+    "y = a[2 * i] + a[2 * i + 1];\nsizes[i] = (long long)n;",
+);
 
 /// f(x) = alpha * x^3 through `#[forward_gpu(.., preamble = "..", loop_prep = "..")]`.
 pub struct ScaledCube {
@@ -60,7 +70,7 @@ impl ScaledCube {
 
 /// Every kernel of this module.
 pub fn all() -> Vec<ElementwiseKernel> {
-    let mut all = vec![CUBE_PLUS, MEAN_SHARE];
+    let mut all = vec![CUBE_PLUS, MEAN_SHARE, PAIR_SUMS];
     all.extend_from_slice(ScaledCube::KERNELS);
     all
 }

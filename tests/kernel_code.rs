@@ -2,10 +2,11 @@
 //! results: the preamble (CuPy's `preamble`, also from `#[forward_gpu(.., preamble = "..")]`),
 //! `loop_prep` and `after_loop`; a kernel differing only in its preamble compiles anew; and the
 //! errors: unbalanced code, code that does not compile, a kernel name that is no C identifier.
+//! And a kernel whose array inputs are all `raw`, run over the size given (CuPy's `size=`).
 
 use kusari::prelude::*;
 use kusari::{cuda, ElementwiseKernel, Error};
-use kusari_tests::code_kernels::{scaled_cube, ScaledCube, CUBE_PLUS, MEAN_SHARE};
+use kusari_tests::code_kernels::{scaled_cube, ScaledCube, CUBE_PLUS, MEAN_SHARE, PAIR_SUMS};
 use kusari_tests::{assert_close, uniform};
 
 /// The emulated device for this process; false, after printing why the test skips, where it
@@ -193,4 +194,62 @@ fn a_kernel_name_that_is_no_c_identifier_is_an_error_at_launch() {
         .launch(&[&x], &[])
         .unwrap_err();
     assert!(e.to_string().contains("the kernel name is empty"), "{e}");
+}
+
+#[test]
+fn a_kernel_whose_arrays_are_all_raw_runs_over_the_size_given() {
+    if !emulated("a_kernel_whose_arrays_are_all_raw_runs_over_the_size_given") {
+        return;
+    }
+    let values: Vec<f64> = (0..10).map(|v| f64::from(v) * 1.5).collect();
+    let a = on_gpu(&Array::from_vec(values.clone(), &[2, 5]).unwrap());
+    let mut outs = PAIR_SUMS.launch_sized(&[&a], &[], 5).unwrap();
+    let sizes = outs.pop().unwrap();
+    let y = outs.pop().unwrap();
+    assert_eq!(y.shape(), [5]);
+    let expected: Vec<f64> = values.chunks(2).map(|p| p[0] + p[1]).collect();
+    assert_eq!(y.to_vec::<f64>().unwrap(), expected);
+    // `n` is the size, in every iteration `i` of 0..size.
+    assert_eq!(sizes.to_vec::<i64>().unwrap(), [5; 5]);
+    // A smaller size runs fewer iterations; a transposed raw input is read in C order of its
+    // own shape (as `launch` reads raw inputs).
+    let y = PAIR_SUMS.launch_sized(&[&a], &[], 2).unwrap().remove(0);
+    assert_eq!(y.to_vec::<f64>().unwrap(), &expected[..2]);
+    let t = a.t();
+    let ht: Vec<f64> = t.to_device(Device::Cpu).unwrap().to_vec::<f64>().unwrap();
+    let y = PAIR_SUMS.launch_sized(&[&t], &[], 5).unwrap().remove(0);
+    let expected_t: Vec<f64> = ht.chunks(2).map(|p| p[0] + p[1]).collect();
+    assert_eq!(y.to_vec::<f64>().unwrap(), expected_t);
+    // Size 0: empty outputs, nothing launched.
+    let y = PAIR_SUMS.launch_sized(&[&a], &[], 0).unwrap().remove(0);
+    assert_eq!(y.shape(), [0]);
+}
+
+#[test]
+fn a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise() {
+    if !emulated("a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise") {
+        return;
+    }
+    let a = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
+    let e = PAIR_SUMS.launch(&[&a], &[]).unwrap_err();
+    assert!(matches!(e, Error::KernelArguments { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("kernel pair_sums: every array input is raw") && msg.contains("launch_sized"),
+        "{msg}"
+    );
+    assert!(PAIR_SUMS.source_for(&[&a]).is_err());
+    assert!(PAIR_SUMS.source_for_sized(&[&a], 2).is_ok());
+    // On host arrays the same check comes first, before "no CUDA".
+    let host = Array::zeros(&[4], DType::F32).unwrap();
+    let e = PAIR_SUMS.launch(&[&host], &[]).unwrap_err();
+    assert!(e.to_string().contains("every array input is raw"), "{e}");
+    // A non-raw input sets the loop's size itself.
+    let e = CUBE_PLUS.launch_sized(&[&a], &[1.0], 4).unwrap_err();
+    assert!(matches!(e, Error::KernelArguments { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("a size (4) is given, but input `x` is not raw"),
+        "{e}"
+    );
 }

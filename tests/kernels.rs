@@ -11,7 +11,7 @@
 //! - the reductions (the row kernel and the chunked first pass), every kind for every reducible
 //!   type;
 //! - in a test of their own, the test kernels with a preamble, `loop_prep` and `after_loop`
-//!   ([`kusari_tests::code_kernels`]), in float32 and float64.
+//!   and the all-`raw` one ([`kusari_tests::code_kernels`]), in float32 and float64.
 //!
 //! The expected number of compilations is computed from those lists, so a kernel that silently
 //! drops out fails the test. Compilation runs on a few threads: NVRTC compiles separate programs
@@ -177,8 +177,8 @@ fn kernels_with_a_preamble_loop_prep_and_after_loop_compile() {
     let kernels = kusari_tests::code_kernels::all();
     assert_eq!(
         kernels.len(),
-        3,
-        "CUBE_PLUS, MEAN_SHARE and ScaledCube's kernel"
+        4,
+        "CUBE_PLUS, MEAN_SHARE, PAIR_SUMS and ScaledCube's kernel"
     );
     let mut jobs = Vec::new();
     for k in &kernels {

@@ -260,6 +260,39 @@ impl ElementwiseDef {
         Ok(())
     }
 
+    /// An error unless the loop's size is known one way, as CuPy's `size` argument works: from
+    /// the non-`raw` inputs (broadcast together), or from `size` when every array input of
+    /// `sig` (this kernel's) is `raw`. Then `i` runs over `0..size` and `n` is `size`.
+    ///
+    /// ```
+    /// use kusari_kernels::ElementwiseDef;
+    /// let k = ElementwiseDef::new("k", "raw T a", "T y", "", "y = a[n - 1 - i];");
+    /// let sig = k.signature().unwrap();
+    /// assert!(k.check_loop_size(&sig, Some(4)).is_ok());
+    /// let e = k.check_loop_size(&sig, None).unwrap_err().to_string();
+    /// assert!(e.contains("every array input is raw"), "{e}");
+    /// ```
+    pub fn check_loop_size(
+        &self,
+        sig: &ElementwiseSignature,
+        size: Option<usize>,
+    ) -> Result<(), ArgumentError> {
+        let looped = sig.inputs.iter().find(|p| !p.raw);
+        match (looped, size) {
+            (Some(p), Some(size)) => Err(self.mismatch(format!(
+                "a size ({size}) is given, but input `{}` is not raw: the loop's size comes from \
+                 the non-raw inputs (a size is for kernels whose array inputs are all raw)",
+                p.name
+            ))),
+            (None, None) => Err(self.mismatch(
+                "every array input is raw (or there is none), so the loop's size is unknown: \
+                 give it as the launch's size (ElementwiseKernel::launch_sized)"
+                    .to_string(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn mismatch(&self, msg: String) -> ArgumentError {
         ArgumentError::Mismatch {
             kernel: self.name,
@@ -335,6 +368,33 @@ mod tests {
             "{e}"
         );
         assert!(e.problems[2].starts_with("invalid body"), "{e}");
+    }
+
+    #[test]
+    fn a_size_is_given_exactly_when_every_array_input_is_raw() {
+        let raw = ElementwiseDef::new("r", "raw T a, raw T b", "T y", "", "y = a[i] + b[i];");
+        let sig = raw.signature().unwrap();
+        assert!(raw.check_loop_size(&sig, Some(0)).is_ok());
+        let e = raw.check_loop_size(&sig, None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("kernel r: every array input is raw") && e.contains("launch_sized"),
+            "{e}"
+        );
+        let mixed = ElementwiseDef::new("m", "raw T a, T x", "T y", "", "y = a[i] + x;");
+        let sig = mixed.signature().unwrap();
+        assert!(mixed.check_loop_size(&sig, None).is_ok());
+        let e = mixed
+            .check_loop_size(&sig, Some(3))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a size (3) is given, but input `x` is not raw"),
+            "{e}"
+        );
+        let none = ElementwiseDef::new("z", "", "float32 y", "float32 v", "y = v;");
+        let sig = none.signature().unwrap();
+        assert!(none.check_loop_size(&sig, None).is_err());
+        assert!(none.check_loop_size(&sig, Some(2)).is_ok());
     }
 
     #[test]

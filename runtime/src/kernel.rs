@@ -175,9 +175,17 @@ impl ElementwiseKernel {
     /// The CUDA source a launch over `inputs` compiles: placeholders bound from the inputs'
     /// dtypes, the contiguous variant when every non-`raw` input is C-contiguous in the loop's
     /// (broadcast) shape and the strided one otherwise, and 64-bit indexing from 2^31 elements.
+    /// A kernel whose array inputs are all `raw` needs its loop's size:
+    /// [`source_for_sized`](Self::source_for_sized).
     pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
         let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
-        crate::cuda::source_for(&self.def(), &typed)
+        crate::cuda::source_for(&self.def(), &typed, None)
+    }
+
+    /// The CUDA source [`launch_sized`](Self::launch_sized) compiles.
+    pub fn source_for_sized(&self, inputs: &[&Array], size: usize) -> Result<KernelSource> {
+        let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
+        crate::cuda::source_for(&self.def(), &typed, Some(size))
     }
 
     /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
@@ -190,10 +198,47 @@ impl ElementwiseKernel {
     /// are [`Error::DeviceMismatch`](crate::Error::DeviceMismatch); host inputs only, no CUDA
     /// driver, or a build without the `cuda` feature are
     /// [`Error::CudaUnavailable`](crate::Error::CudaUnavailable).
+    ///
+    /// The loop runs over the non-`raw` inputs; a kernel whose array inputs are all `raw` has
+    /// no such shape, and launching it here is an
+    /// [`Error::KernelArguments`](crate::Error::KernelArguments) that says to give its size
+    /// with [`launch_sized`](Self::launch_sized).
     pub fn launch(&self, inputs: &[&Array], params: &[f64]) -> Result<Vec<Array>> {
+        self.launch_with(inputs, params, None)
+    }
+
+    /// Runs a kernel whose array inputs are all `raw` over `size` elements (CuPy's `size=`):
+    /// `i` runs over `0..size`, `n` is `size`, and the non-`raw` outputs are new arrays of
+    /// shape `[size]`. A non-`raw` input is an
+    /// [`Error::KernelArguments`](crate::Error::KernelArguments) naming it (its shape sets the
+    /// loop's; use [`launch`](Self::launch)). Otherwise as [`launch`](Self::launch).
+    ///
+    /// ```
+    /// use kusari::{Array, DType, ElementwiseKernel};
+    /// static REVERSE: ElementwiseKernel =
+    ///     ElementwiseKernel::new("reverse", "raw T a", "T y", "", "y = a[n - 1 - i];");
+    /// let a = Array::zeros(&[4], DType::F32).unwrap();
+    /// let e = REVERSE.launch(&[&a], &[]).unwrap_err();
+    /// assert!(e.to_string().contains("every array input is raw"), "{e}");
+    /// ```
+    pub fn launch_sized(
+        &self,
+        inputs: &[&Array],
+        params: &[f64],
+        size: usize,
+    ) -> Result<Vec<Array>> {
+        self.launch_with(inputs, params, Some(size))
+    }
+
+    fn launch_with(
+        &self,
+        inputs: &[&Array],
+        params: &[f64],
+        size: Option<usize>,
+    ) -> Result<Vec<Array>> {
         let operands: Vec<(&Storage, &Layout)> =
             inputs.iter().map(|a| (a.storage(), a.layout())).collect();
-        let (outputs, shape) = Storage::launch(&self.def(), &operands, params)?;
+        let (outputs, shape) = Storage::launch(&self.def(), &operands, params, size)?;
         Ok(outputs
             .into_iter()
             .map(|s| Array::from_storage(s, Layout::contiguous(&shape)))

@@ -315,7 +315,8 @@ fn param_type(
 pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
 
 /// Runs `kernel` over `inputs` (all on `cuda:ordinal`) broadcast together, or over `shape` when
-/// given (a kernel without array inputs needs it), with the scalar `params` converted to their
+/// given (exactly when no array input is looped over: every one is `raw`, or there is none;
+/// [`ElementwiseDef::check_loop_size`]), with the scalar `params` converted to their
 /// declared types. Returns the outputs, new C-contiguous buffers, and the loop's shape.
 pub(crate) fn launch_on(
     ordinal: usize,
@@ -335,6 +336,7 @@ pub(crate) fn launch_on(
         });
     }
     kernel.check_param_count(sig, params.len())?;
+    kernel.check_loop_size(sig, shape.map(|s| s.iter().product()))?;
     let typed: Vec<(ScalarType, &[usize])> = inputs
         .iter()
         .map(|(s, l)| (ScalarType::from(s.dtype()), l.shape()))
