@@ -611,3 +611,75 @@ pub fn generate_code(
     let _ = writeln!(src, "}}");
     Ok(KernelSource { entry, source: src })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each `#line N "<entry>"` after a part of the user's code gives the next line its real
+    /// number in the generated source, so errors outside the user's code point at it.
+    #[test]
+    fn line_directives_resume_the_generated_numbering_after_each_part() {
+        let sig = ElementwiseSignature::new("T x", "T w", "").unwrap();
+        let code = KernelCode {
+            preamble: "__device__ T f(T v) {\n  return v;\n}",
+            loop_prep: "int c = 0;\n(void)c;",
+            body: "w = f(x);",
+            after_loop: "(void)c;",
+        };
+        for indexing in [Indexing::Contiguous, Indexing::Strided { ndim: 2 }] {
+            let src = generate_code(
+                "k",
+                &sig,
+                code,
+                &[('T', ScalarType::Float64)],
+                indexing,
+                IndexWidth::I32,
+            )
+            .unwrap();
+            let lines: Vec<&str> = src.source.lines().collect();
+            for part in ["preamble", "loop_prep", "after_loop"] {
+                assert!(
+                    lines.contains(&format!("#line 1 \"k_{part}\"").as_str()),
+                    "{part}:\n{}",
+                    src.source
+                );
+            }
+            let resumes: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .filter_map(|(at, l)| {
+                    let n = l
+                        .strip_prefix("#line ")?
+                        .strip_suffix(&format!(" \"{}\"", src.entry))?;
+                    // The directive is line at + 1; the line after it is at + 2.
+                    assert_eq!(n.parse::<usize>().unwrap(), at + 2, "{l}");
+                    Some(at)
+                })
+                .collect();
+            assert_eq!(resumes.len(), 2, "after the preamble and loop_prep");
+            let typedef = lines
+                .iter()
+                .position(|l| *l == "typedef double T;")
+                .unwrap();
+            let preamble = lines.iter().position(|l| l.contains("T f(T v)")).unwrap();
+            let kernel = lines.iter().position(|l| l.contains("__global__")).unwrap();
+            let prep = lines.iter().position(|l| l.contains("int c = 0;")).unwrap();
+            let looped = lines.iter().position(|l| l.contains("for (")).unwrap();
+            let after = lines.iter().rposition(|l| l.contains("(void)c;")).unwrap();
+            assert!(typedef < preamble && preamble < kernel && kernel < prep && prep < looped);
+            assert!(looped < after && after == lines.len() - 2, "{}", src.source);
+        }
+        // Without the parts, nothing of them is generated.
+        let plain = generate(
+            "k",
+            &sig,
+            "w = x;",
+            &[('T', ScalarType::Float64)],
+            Indexing::Contiguous,
+            IndexWidth::I32,
+        )
+        .unwrap();
+        assert_eq!(plain.source.matches("#line").count(), 1);
+    }
+}
