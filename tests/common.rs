@@ -1,8 +1,11 @@
-//! Helpers shared by kusari's integration tests: finite differences, closeness checks, and
-//! re-running one test in a child process.
+//! Helpers shared by kusari's integration tests: finite differences, closeness checks,
+//! re-running one test in a child process, and kernels with a preamble, `loop_prep` and
+//! `after_loop` ([`code_kernels`]).
 //!
 //! The numerical gradient here is deliberately independent of the graph machinery: it only
 //! calls a forward closure on perturbed f64 copies of the inputs.
+
+pub mod code_kernels;
 
 use kusari::{Array, DType, Result};
 

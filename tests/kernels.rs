@@ -9,7 +9,9 @@
 //! - the kernels of kusari's own array operations ([`kusari::array_kernels`]), in each dtype
 //!   listed for them: the built-in functions run these, and declare no kernels of their own;
 //! - the reductions (the row kernel and the chunked first pass), every kind for every reducible
-//!   type.
+//!   type;
+//! - in a test of their own, the test kernels with a preamble, `loop_prep` and `after_loop`
+//!   and the all-`raw` one ([`kusari_tests::code_kernels`]), in float32 and float64.
 //!
 //! The expected number of compilations is computed from those lists, so a kernel that silently
 //! drops out fails the test. Compilation runs on a few threads: NVRTC compiles separate programs
@@ -20,7 +22,7 @@ use std::time::Instant;
 
 use kusari::{DType, ElementwiseKernel};
 use kusari_examples::{mlp_digits, muladd_kernel, muladd_kernel_float32};
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelCode, KernelSource};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
 use kusari_kernels::reduction::{reduction, reduction_chunks, ReductionKind, REDUCIBLE_TYPES};
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
@@ -99,7 +101,13 @@ fn elementwise_jobs(k: &ElementwiseKernel, t: Option<ScalarType>, jobs: &mut Vec
         }
     };
     for (indexing, width) in VARIANTS {
-        let src = generate(k.name, &sig, k.body, &types, indexing, width)
+        let code = KernelCode {
+            preamble: k.preamble,
+            loop_prep: k.loop_prep,
+            body: k.body,
+            after_loop: k.after_loop,
+        };
+        let src = generate_code(k.name, &sig, code, &types, indexing, width)
             .unwrap_or_else(|e| panic!("kernel {}: {e}", k.name));
         for arch in ARCHS {
             jobs.push(Job {
@@ -144,17 +152,51 @@ fn compile_all(jobs: &[Job], threads: usize) -> Vec<String> {
     failures.into_inner().expect("failures")
 }
 
+/// Whether NVRTC can be loaded; false (after printing why `test` skips) where it cannot,
+/// unless `KUSARI_REQUIRE_NVRTC` is set, which makes that a failure.
+fn nvrtc_or_skip(test: &str) -> bool {
+    if nvrtc_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+        "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
+    );
+    eprintln!(
+        "SKIPPED {test}: NVRTC is not installed \
+         (pip install nvidia-cuda-nvrtc; put nvidia/cu13/lib on LD_LIBRARY_PATH)"
+    );
+    false
+}
+
+#[test]
+fn kernels_with_a_preamble_loop_prep_and_after_loop_compile() {
+    if !nvrtc_or_skip("kernels_with_a_preamble_loop_prep_and_after_loop_compile") {
+        return;
+    }
+    let kernels = kusari_tests::code_kernels::all();
+    assert_eq!(
+        kernels.len(),
+        4,
+        "CUBE_PLUS, MEAN_SHARE, PAIR_SUMS and ScaledCube's kernel"
+    );
+    let mut jobs = Vec::new();
+    for k in &kernels {
+        for t in [ScalarType::Float32, ScalarType::Float64] {
+            elementwise_jobs(k, Some(t), &mut jobs);
+        }
+    }
+    assert_eq!(jobs.len(), kernels.len() * 2 * VARIANTS.len() * ARCHS.len());
+    assert!(jobs
+        .iter()
+        .any(|j| j.src.source.contains("cube_plus_preamble")));
+    let failures = compile_all(&jobs, 2);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 #[test]
 fn every_kernel_in_the_project_compiles_for_compute_80_and_compute_90() {
-    if !nvrtc_available() {
-        assert!(
-            std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
-            "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
-        );
-        eprintln!(
-            "SKIPPED every_kernel_in_the_project_compiles: NVRTC is not installed \
-             (pip install nvidia-cuda-nvrtc; put nvidia/cu13/lib on LD_LIBRARY_PATH)"
-        );
+    if !nvrtc_or_skip("every_kernel_in_the_project_compiles") {
         return;
     }
     let per_binding = VARIANTS.len() * ARCHS.len();

@@ -13,6 +13,7 @@
 //! | `kernel-name-not-c`             | `name = "mul-add"`                                   |
 //! | `kernel-default-name-not-c`     | an op whose default kernel name is not ASCII         |
 //! | `kernel-body-unbalanced`        | a body that closes the kernel and defines another    |
+//! | `kernel-code-unbalanced`        | preamble, loop_prep, after_loop checked as a body is |
 //!
 //! The misuses of `#[retain(..)]`'s `meta(..)` (an input's shape, dtype and device, without
 //! its data), one file each in `ui/fail/` (`ui/pass/retain-meta.rs` is the accepted form):

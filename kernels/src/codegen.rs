@@ -7,6 +7,10 @@
 //! index) and `n` (the element count). A `#line` directive before the body makes NVRTC report
 //! errors as lines of the user's body.
 //!
+//! [`generate_code`] takes the rest of CuPy's kernel code too ([`KernelCode`]): a `preamble` at
+//! file scope after the placeholders' `typedef`s, `loop_prep` before the loop and `after_loop`
+//! after it, each with its own `#line` directive.
+//!
 //! - [`Indexing::Contiguous`]: every array is C-contiguous with the loop's shape, so element `i`
 //!   is at offset `i`.
 //! - [`Indexing::Strided`]: shapes and strides (in elements, possibly zero for broadcast axes or
@@ -250,6 +254,42 @@ impl KernelSource {
     }
 }
 
+/// The code of an elementwise kernel, as CuPy's `ElementwiseKernel` takes it: the loop `body`
+/// and the optional `preamble` (file scope, after the `typedef`s), `loop_prep` (in the kernel,
+/// before the loop) and `after_loop` (after it). Empty parts generate nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCode<'a> {
+    /// Helper functions, constants and types before the kernel.
+    pub preamble: &'a str,
+    /// Code run by each thread before the loop.
+    pub loop_prep: &'a str,
+    /// The loop body.
+    pub body: &'a str,
+    /// Code run by each thread after the loop.
+    pub after_loop: &'a str,
+}
+
+impl<'a> KernelCode<'a> {
+    /// Just a loop body.
+    pub fn body(body: &'a str) -> Self {
+        KernelCode {
+            body,
+            ..KernelCode::default()
+        }
+    }
+
+    /// Each part with its name (`preamble`, `loop_prep`, `body`, `after_loop`), in the order
+    /// they appear in the generated source.
+    pub fn parts(&self) -> [(&'static str, &'a str); 4] {
+        [
+            ("preamble", self.preamble),
+            ("loop_prep", self.loop_prep),
+            ("body", self.body),
+            ("after_loop", self.after_loop),
+        ]
+    }
+}
+
 /// The CUDA C type of a concrete element type. The half types are kusari's own `float16` and
 /// `bfloat16` structs from [`HALF_PRELUDE`], not CUDA's `__half` / `__nv_bfloat16`.
 pub fn c_type(t: ScalarType) -> &'static str {
@@ -284,6 +324,16 @@ pub enum CodegenError {
         /// What is wrong, and where.
         error: crate::body::BodyError,
     },
+    /// The preamble, `loop_prep` or `after_loop` fails the body's check
+    /// ([`check_body`]): unbalanced brackets, directives, ...
+    Code {
+        /// The kernel's name.
+        kernel: String,
+        /// Which part: `preamble`, `loop_prep` or `after_loop`.
+        part: &'static str,
+        /// What is wrong, and where.
+        error: Box<crate::body::BodyError>,
+    },
     /// A type placeholder that no type was bound to.
     UnboundPlaceholder {
         /// The kernel's name.
@@ -307,6 +357,11 @@ impl std::fmt::Display for CodegenError {
         match self {
             CodegenError::Name(e) => write!(f, "{e}"),
             CodegenError::Body { kernel, error } => write!(f, "kernel {kernel}: body: {error}"),
+            CodegenError::Code {
+                kernel,
+                part,
+                error,
+            } => write!(f, "kernel {kernel}: {part}: {error}"),
             CodegenError::UnboundPlaceholder {
                 kernel,
                 placeholder,
@@ -326,6 +381,7 @@ impl std::error::Error for CodegenError {
         match self {
             CodegenError::Name(e) => Some(e),
             CodegenError::Body { error, .. } => Some(error),
+            CodegenError::Code { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }
@@ -352,11 +408,53 @@ pub fn generate(
     indexing: Indexing,
     width: IndexWidth,
 ) -> Result<KernelSource, CodegenError> {
+    generate_code(name, sig, KernelCode::body(body), types, indexing, width)
+}
+
+/// [`generate`] with a preamble, `loop_prep` and `after_loop` ([`KernelCode`]), each checked as
+/// the body is ([`check_body`]).
+///
+/// ```
+/// use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelCode};
+/// use kusari_kernels::{ElementwiseSignature, ScalarType};
+/// let sig = ElementwiseSignature::new("T x", "T w", "").unwrap();
+/// let code = KernelCode {
+///     preamble: "__device__ T twice(T v) { return v + v; }",
+///     body: "w = twice(x);",
+///     ..KernelCode::default()
+/// };
+/// let src = generate_code("k", &sig, code, &[('T', ScalarType::Float32)],
+///                         Indexing::Contiguous, IndexWidth::I32).unwrap();
+/// let (typedef, preamble) = (src.source.find("typedef float T;"), src.source.find("twice(T v)"));
+/// assert!(typedef < preamble && preamble < src.source.find("__global__"));
+/// let bad = KernelCode { loop_prep: "{", ..code };
+/// let e = generate_code("k", &sig, bad, &[('T', ScalarType::Float32)],
+///                       Indexing::Contiguous, IndexWidth::I32).unwrap_err();
+/// assert!(e.to_string().starts_with("kernel k: loop_prep: "), "{e}");
+/// ```
+pub fn generate_code(
+    name: &str,
+    sig: &ElementwiseSignature,
+    code: KernelCode<'_>,
+    types: &[(char, ScalarType)],
+    indexing: Indexing,
+    width: IndexWidth,
+) -> Result<KernelSource, CodegenError> {
     check_kernel_name(name).map_err(CodegenError::Name)?;
-    check_body(body).map_err(|error| CodegenError::Body {
-        kernel: name.to_string(),
-        error,
-    })?;
+    for (part, text) in code.parts() {
+        check_body(text).map_err(|error| match part {
+            "body" => CodegenError::Body {
+                kernel: name.to_string(),
+                error,
+            },
+            _ => CodegenError::Code {
+                kernel: name.to_string(),
+                part,
+                error: Box::new(error),
+            },
+        })?;
+    }
+    let body = code.body;
     let mut used: Vec<char> = Vec::new();
     for (_, p) in sig.lists() {
         if let ParamType::Placeholder(c) = p.ty {
@@ -424,6 +522,15 @@ pub fn generate(
     let _ = writeln!(src, "// kusari elementwise kernel `{name}` ({entry})");
     src.push_str(&includes);
     src.push_str(&typedefs);
+    let line_of = |src: &str| src.lines().count() + 2;
+    if !code.preamble.is_empty() {
+        let _ = writeln!(src, "#line 1 \"{name}_preamble\"");
+        for line in code.preamble.lines() {
+            let _ = writeln!(src, "{line}");
+        }
+        let next = line_of(&src);
+        let _ = writeln!(src, "#line {next} \"{entry}\"");
+    }
     if let Indexing::Strided { ndim } = indexing {
         let nd = ndim.max(1);
         let _ = writeln!(
@@ -435,6 +542,14 @@ pub fn generate(
     }
     let _ = writeln!(src, "extern \"C\" __global__ void {entry}(");
     let _ = writeln!(src, "    {}) {{", params.join(",\n    "));
+    if !code.loop_prep.is_empty() {
+        let _ = writeln!(src, "#line 1 \"{name}_loop_prep\"");
+        for line in code.loop_prep.lines() {
+            let _ = writeln!(src, "  {line}");
+        }
+        let next = line_of(&src);
+        let _ = writeln!(src, "#line {next} \"{entry}\"");
+    }
     let _ = writeln!(
         src,
         "  for ({index_t} i = ({index_t})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({index_t})blockDim.x * gridDim.x) {{"
@@ -487,6 +602,84 @@ pub fn generate(
         let _ = writeln!(src, "    {line}");
     }
     let _ = writeln!(src, "  }}");
+    if !code.after_loop.is_empty() {
+        let _ = writeln!(src, "#line 1 \"{name}_after_loop\"");
+        for line in code.after_loop.lines() {
+            let _ = writeln!(src, "  {line}");
+        }
+    }
     let _ = writeln!(src, "}}");
     Ok(KernelSource { entry, source: src })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each `#line N "<entry>"` after a part of the user's code gives the next line its real
+    /// number in the generated source, so errors outside the user's code point at it.
+    #[test]
+    fn line_directives_resume_the_generated_numbering_after_each_part() {
+        let sig = ElementwiseSignature::new("T x", "T w", "").unwrap();
+        let code = KernelCode {
+            preamble: "__device__ T f(T v) {\n  return v;\n}",
+            loop_prep: "int c = 0;\n(void)c;",
+            body: "w = f(x);",
+            after_loop: "(void)c;",
+        };
+        for indexing in [Indexing::Contiguous, Indexing::Strided { ndim: 2 }] {
+            let src = generate_code(
+                "k",
+                &sig,
+                code,
+                &[('T', ScalarType::Float64)],
+                indexing,
+                IndexWidth::I32,
+            )
+            .unwrap();
+            let lines: Vec<&str> = src.source.lines().collect();
+            for part in ["preamble", "loop_prep", "after_loop"] {
+                assert!(
+                    lines.contains(&format!("#line 1 \"k_{part}\"").as_str()),
+                    "{part}:\n{}",
+                    src.source
+                );
+            }
+            let resumes: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .filter_map(|(at, l)| {
+                    let n = l
+                        .strip_prefix("#line ")?
+                        .strip_suffix(&format!(" \"{}\"", src.entry))?;
+                    // The directive is line at + 1; the line after it is at + 2.
+                    assert_eq!(n.parse::<usize>().unwrap(), at + 2, "{l}");
+                    Some(at)
+                })
+                .collect();
+            assert_eq!(resumes.len(), 2, "after the preamble and loop_prep");
+            let typedef = lines
+                .iter()
+                .position(|l| *l == "typedef double T;")
+                .unwrap();
+            let preamble = lines.iter().position(|l| l.contains("T f(T v)")).unwrap();
+            let kernel = lines.iter().position(|l| l.contains("__global__")).unwrap();
+            let prep = lines.iter().position(|l| l.contains("int c = 0;")).unwrap();
+            let looped = lines.iter().position(|l| l.contains("for (")).unwrap();
+            let after = lines.iter().rposition(|l| l.contains("(void)c;")).unwrap();
+            assert!(typedef < preamble && preamble < kernel && kernel < prep && prep < looped);
+            assert!(looped < after && after == lines.len() - 2, "{}", src.source);
+        }
+        // Without the parts, nothing of them is generated.
+        let plain = generate(
+            "k",
+            &sig,
+            "w = x;",
+            &[('T', ScalarType::Float64)],
+            Indexing::Contiguous,
+            IndexWidth::I32,
+        )
+        .unwrap();
+        assert_eq!(plain.source.matches("#line").count(), 1);
+    }
 }

@@ -1,5 +1,6 @@
 //! An elementwise kernel's definition (CuPy's `ElementwiseKernel` arguments: a name, the input,
-//! output and scalar-parameter lists, and the loop body), the check of the whole definition, and
+//! output and scalar-parameter lists, the loop body, and the optional `preamble`, `loop_prep` and
+//! `after_loop` code), the check of the whole definition, and
 //! the binding of its type placeholders to the element types of the arrays it runs over. Pure:
 //! strings and types in, values or typed errors out.
 
@@ -33,6 +34,16 @@ pub struct ElementwiseDef {
     pub params: &'static str,
     /// The loop body, in CUDA C.
     pub body: &'static str,
+    /// Code at file scope before the kernel (CuPy's `preamble`): `__device__` helper functions,
+    /// constants, structs. The placeholders' `typedef`s come before it, so it may use `T`.
+    /// Empty by default.
+    pub preamble: &'static str,
+    /// Code in the kernel before the loop (CuPy's `loop_prep`), run once by each thread; `n` and
+    /// the scalar parameters are in scope, `i` is not. Empty by default.
+    pub loop_prep: &'static str,
+    /// Code in the kernel after the loop (CuPy's `after_loop`), run once by each thread; what
+    /// `loop_prep` declared is in scope. Empty by default.
+    pub after_loop: &'static str,
 }
 
 /// A kernel definition with mistakes: every one of them, one per line.
@@ -108,13 +119,45 @@ impl ElementwiseDef {
             outputs,
             params,
             body,
+            preamble: "",
+            loop_prep: "",
+            after_loop: "",
+        }
+    }
+
+    /// This definition with `preamble` (see [`preamble`](Self::preamble)).
+    pub const fn with_preamble(mut self, preamble: &'static str) -> Self {
+        self.preamble = preamble;
+        self
+    }
+
+    /// This definition with `loop_prep` (see [`loop_prep`](Self::loop_prep)).
+    pub const fn with_loop_prep(mut self, loop_prep: &'static str) -> Self {
+        self.loop_prep = loop_prep;
+        self
+    }
+
+    /// This definition with `after_loop` (see [`after_loop`](Self::after_loop)).
+    pub const fn with_after_loop(mut self, after_loop: &'static str) -> Self {
+        self.after_loop = after_loop;
+        self
+    }
+
+    /// The code parts [`codegen::generate_code`](crate::codegen::generate_code) pastes in.
+    pub fn code(&self) -> crate::codegen::KernelCode<'static> {
+        crate::codegen::KernelCode {
+            preamble: self.preamble,
+            loop_prep: self.loop_prep,
+            body: self.body,
+            after_loop: self.after_loop,
         }
     }
 
     /// The parsed signature, once the whole definition is checked: the name must be a C
     /// identifier and not a keyword ([`crate::names`]), the signature must parse with names the
-    /// generated code can use ([`crate::signature`]), and the body's brackets must balance
-    /// ([`crate::body`]). Every mistake is reported at once.
+    /// generated code can use ([`crate::signature`]), and the brackets of the body, the
+    /// preamble, `loop_prep` and `after_loop` must each balance ([`crate::body`]). Every mistake
+    /// is reported at once.
     ///
     /// ```
     /// use kusari_kernels::ElementwiseDef;
@@ -147,8 +190,10 @@ impl ElementwiseDef {
             }
             problems.push(format!("invalid signature:\n{}", lines.join("\n")));
         }
-        if let Err(e) = crate::body::check_body(self.body) {
-            problems.push(format!("invalid body: {}", e.render(self.body)));
+        for (part, code) in self.code().parts() {
+            if let Err(e) = crate::body::check_body(code) {
+                problems.push(format!("invalid {part}: {}", e.render(code)));
+            }
         }
         match sig {
             Ok(sig) if problems.is_empty() => Ok(sig),
@@ -213,6 +258,39 @@ impl ElementwiseDef {
             )));
         }
         Ok(())
+    }
+
+    /// An error unless the loop's size is known one way, as CuPy's `size` argument works: from
+    /// the non-`raw` inputs (broadcast together), or from `size` when every array input of
+    /// `sig` (this kernel's) is `raw`. Then `i` runs over `0..size` and `n` is `size`.
+    ///
+    /// ```
+    /// use kusari_kernels::ElementwiseDef;
+    /// let k = ElementwiseDef::new("k", "raw T a", "T y", "", "y = a[n - 1 - i];");
+    /// let sig = k.signature().unwrap();
+    /// assert!(k.check_loop_size(&sig, Some(4)).is_ok());
+    /// let e = k.check_loop_size(&sig, None).unwrap_err().to_string();
+    /// assert!(e.contains("every array input is raw"), "{e}");
+    /// ```
+    pub fn check_loop_size(
+        &self,
+        sig: &ElementwiseSignature,
+        size: Option<usize>,
+    ) -> Result<(), ArgumentError> {
+        let looped = sig.inputs.iter().find(|p| !p.raw);
+        match (looped, size) {
+            (Some(p), Some(size)) => Err(self.mismatch(format!(
+                "a size ({size}) is given, but input `{}` is not raw: the loop's size comes from \
+                 the non-raw inputs (a size is for kernels whose array inputs are all raw)",
+                p.name
+            ))),
+            (None, None) => Err(self.mismatch(
+                "every array input is raw (or there is none), so the loop's size is unknown: \
+                 give it as the launch's size (ElementwiseKernel::launch_sized)"
+                    .to_string(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn mismatch(&self, msg: String) -> ArgumentError {
@@ -290,5 +368,51 @@ mod tests {
             "{e}"
         );
         assert!(e.problems[2].starts_with("invalid body"), "{e}");
+    }
+
+    #[test]
+    fn a_size_is_given_exactly_when_every_array_input_is_raw() {
+        let raw = ElementwiseDef::new("r", "raw T a, raw T b", "T y", "", "y = a[i] + b[i];");
+        let sig = raw.signature().unwrap();
+        assert!(raw.check_loop_size(&sig, Some(0)).is_ok());
+        let e = raw.check_loop_size(&sig, None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("kernel r: every array input is raw") && e.contains("launch_sized"),
+            "{e}"
+        );
+        let mixed = ElementwiseDef::new("m", "raw T a, T x", "T y", "", "y = a[i] + x;");
+        let sig = mixed.signature().unwrap();
+        assert!(mixed.check_loop_size(&sig, None).is_ok());
+        let e = mixed
+            .check_loop_size(&sig, Some(3))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a size (3) is given, but input `x` is not raw"),
+            "{e}"
+        );
+        let none = ElementwiseDef::new("z", "", "float32 y", "float32 v", "y = v;");
+        let sig = none.signature().unwrap();
+        assert!(none.check_loop_size(&sig, None).is_err());
+        assert!(none.check_loop_size(&sig, Some(2)).is_ok());
+    }
+
+    #[test]
+    fn checks_the_preamble_loop_prep_and_after_loop_like_the_body() {
+        let k = ElementwiseDef::new("k", "T x", "T w", "", "w = f(x);")
+            .with_preamble("__device__ T f(T v) { return v; }")
+            .with_loop_prep("int c = 0;")
+            .with_after_loop("(void)c;");
+        assert!(k.signature().is_ok());
+        assert_eq!(k.code().preamble, "__device__ T f(T v) { return v; }");
+        let bad = k
+            .with_preamble("__device__ T f(T v) { return v; } }")
+            .with_loop_prep("#define X 1")
+            .with_after_loop("(");
+        let e = bad.signature().unwrap_err();
+        assert_eq!(e.problems.len(), 3, "{e}");
+        assert!(e.problems[0].starts_with("invalid preamble"), "{e}");
+        assert!(e.problems[1].starts_with("invalid loop_prep"), "{e}");
+        assert!(e.problems[2].starts_with("invalid after_loop"), "{e}");
     }
 }

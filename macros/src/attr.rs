@@ -241,7 +241,7 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
 }
 
 /// `#[forward_gpu(inputs = "..", outputs = "..", body = "..", params = "..", name = "..",
-/// dtypes = "..")]`.
+/// dtypes = "..", preamble = "..", loop_prep = "..", after_loop = "..")]`.
 pub struct KernelAttr {
     pub attr: Attribute,
     pub inputs: Option<LitStr>,
@@ -251,6 +251,12 @@ pub struct KernelAttr {
     pub name: Option<LitStr>,
     /// The dtype kind every input must have (`"float"`, `"numeric"`), checked before launching.
     pub dtypes: Option<LitStr>,
+    /// Device code before the kernel (CuPy's `preamble`).
+    pub preamble: Option<LitStr>,
+    /// Code before the loop (CuPy's `loop_prep`).
+    pub loop_prep: Option<LitStr>,
+    /// Code after the loop (CuPy's `after_loop`).
+    pub after_loop: Option<LitStr>,
     /// Whether a key was unknown (already reported; likely a misspelt required key).
     pub has_unknown_key: bool,
 }
@@ -270,6 +276,11 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             (once(kw::INPUTS), once(kw::OUTPUTS), once(kw::BODY));
         let (mut params, mut name, mut dtypes) =
             (once(kw::PARAMS), once(kw::NAME), once(kw::DTYPES));
+        let (mut preamble, mut loop_prep, mut after_loop) = (
+            once(kw::PREAMBLE),
+            once(kw::LOOP_PREP),
+            once(kw::AFTER_LOOP),
+        );
         let mut has_unknown_key = false;
         let result = attr.parse_nested_meta(|meta| {
             let slot = if meta.path.is_ident(kw::INPUTS) {
@@ -284,6 +295,12 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
                 &mut name
             } else if meta.path.is_ident(kw::DTYPES) {
                 &mut dtypes
+            } else if meta.path.is_ident(kw::PREAMBLE) {
+                &mut preamble
+            } else if meta.path.is_ident(kw::LOOP_PREP) {
+                &mut loop_prep
+            } else if meta.path.is_ident(kw::AFTER_LOOP) {
+                &mut after_loop
             } else {
                 has_unknown_key = true;
                 return unknown_key(cx, &meta, kw::KERNEL_ATTR, kw::KERNEL_KEYS);
@@ -302,6 +319,9 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             params: params.get(),
             name: name.get(),
             dtypes: dtypes.get(),
+            preamble: preamble.get(),
+            loop_prep: loop_prep.get(),
+            after_loop: after_loop.get(),
             has_unknown_key,
         });
     }

@@ -187,7 +187,17 @@ fn kernel_values(node: &Node<'_>) -> Vec<TokenStream> {
         || format!("{}_fwd", node.wrapper_name()),
         syn::LitStr::value,
     );
-    vec![quote!(#krate::ElementwiseKernel::new(#name, #inputs, #outputs, #params, #body))]
+    let (preamble, loop_prep, after_loop) = (
+        value(&k.preamble),
+        value(&k.loop_prep),
+        value(&k.after_loop),
+    );
+    vec![quote!(
+        #krate::ElementwiseKernel::new(#name, #inputs, #outputs, #params, #body)
+            .with_preamble(#preamble)
+            .with_loop_prep(#loop_prep)
+            .with_after_loop(#after_loop)
+    )]
 }
 
 fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {

@@ -27,7 +27,12 @@ pub const OUTPUTS: &str = "outputs";
 pub const BODY: &str = "body";
 pub const PARAMS: &str = "params";
 pub const DTYPES: &str = "dtypes";
-pub const KERNEL_KEYS: &[&str] = &[INPUTS, OUTPUTS, BODY, PARAMS, NAME, DTYPES];
+pub const PREAMBLE: &str = "preamble";
+pub const LOOP_PREP: &str = "loop_prep";
+pub const AFTER_LOOP: &str = "after_loop";
+pub const KERNEL_KEYS: &[&str] = &[
+    INPUTS, OUTPUTS, BODY, PARAMS, NAME, DTYPES, PREAMBLE, LOOP_PREP, AFTER_LOOP,
+];
 
 /// Values of `#[forward_gpu(dtypes = "..")]`: the dtype kinds a kernel's inputs may have.
 pub const DTYPE_KINDS: &[&str] = &["float", "numeric"];

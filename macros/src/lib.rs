@@ -51,7 +51,9 @@ use proc_macro::TokenStream;
 ///   every device; or `forward_cpu` with an optional `forward_gpu` method of the
 ///   same shape; or `#[forward_gpu(inputs = "..", outputs = "..", body = "..")]` on `forward`
 ///   (or `forward_cpu`): an elementwise CUDA kernel in CuPy's signature grammar, with optional
-///   `params = "T alpha"` (scalars read from the struct's fields) and `name = ".."`.
+///   `params = "T alpha"` (scalars read from the struct's fields), `name = ".."`, and CuPy's
+///   `preamble = ".."` (device code before the kernel), `loop_prep = ".."` and
+///   `after_loop = ".."` (code before and after the loop).
 /// - `#[retain(x, y, output = 0)]` on the forward: the inputs (by name) and outputs (by index)
 ///   that `backward` receives as `&Variable`s. `meta(..)` among them, as in
 ///   `#[retain(x, meta(b))]`, names inputs whose shape, dtype and device alone `backward` needs:

@@ -166,9 +166,17 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
         }
     }
     check_kernel_name(cx, node, k);
-    if let Some(body) = &k.body {
-        if let Err(e) = kusari_kernels::body::check_body(&body.value()) {
-            cx.error_spanned_by(body, format!("kernel body: {}", e.render(&body.value())));
+    let code = [
+        ("body", &k.body),
+        (kw::PREAMBLE, &k.preamble),
+        (kw::LOOP_PREP, &k.loop_prep),
+        (kw::AFTER_LOOP, &k.after_loop),
+    ];
+    for (part, lit) in code {
+        if let Some(lit) = lit {
+            if let Err(e) = kusari_kernels::body::check_body(&lit.value()) {
+                cx.error_spanned_by(lit, format!("kernel {part}: {}", e.render(&lit.value())));
+            }
         }
     }
     let (Some(inputs), Some(outputs)) = (&k.inputs, &k.outputs) else {

@@ -34,11 +34,24 @@ pub struct ElementwiseKernel {
     pub params: &'static str,
     /// The loop body, in CUDA C.
     pub body: &'static str,
+    /// Code at file scope before the kernel (CuPy's `preamble`): `__device__` helper functions,
+    /// constants and structs. It follows the placeholders' `typedef`s, so it may use `T`. Empty
+    /// unless set with [`with_preamble`](Self::with_preamble).
+    pub preamble: &'static str,
+    /// Code in the kernel before the elementwise loop (CuPy's `loop_prep`), run once by each
+    /// thread: `n` and the scalar parameters are in scope, `i` is not. Empty by default.
+    pub loop_prep: &'static str,
+    /// Code in the kernel after the loop (CuPy's `after_loop`), run once by each thread, with
+    /// what `loop_prep` declared in scope. Empty by default.
+    pub after_loop: &'static str,
 }
 
 impl From<ElementwiseDef> for ElementwiseKernel {
     fn from(d: ElementwiseDef) -> Self {
         ElementwiseKernel::new(d.name, d.inputs, d.outputs, d.params, d.body)
+            .with_preamble(d.preamble)
+            .with_loop_prep(d.loop_prep)
+            .with_after_loop(d.after_loop)
     }
 }
 
@@ -57,12 +70,59 @@ impl ElementwiseKernel {
             outputs,
             params,
             body,
+            preamble: "",
+            loop_prep: "",
+            after_loop: "",
         }
+    }
+
+    /// This kernel with a preamble (CuPy's `preamble`): device helper functions and constants
+    /// placed before the kernel, after the placeholders' `typedef`s. Its brackets must balance
+    /// and, like the body, it may hold no preprocessor directive but `#pragma` (write
+    /// `constexpr` constants and `__device__` functions instead of `#define`s). The preamble is
+    /// part of the generated source, so a kernel that differs only in its preamble compiles to
+    /// another binary.
+    ///
+    /// ```
+    /// use kusari::ElementwiseKernel;
+    /// static SQUARE_PLUS: ElementwiseKernel =
+    ///     ElementwiseKernel::new("square_plus", "T x", "T y", "T c", "y = square(x) + c;")
+    ///         .with_preamble("__device__ T square(T v) { return v * v; }");
+    /// assert!(SQUARE_PLUS.signature().is_ok());
+    /// ```
+    pub const fn with_preamble(mut self, preamble: &'static str) -> Self {
+        self.preamble = preamble;
+        self
+    }
+
+    /// This kernel with `loop_prep` (CuPy's): code before the elementwise loop, run once by
+    /// each thread, e.g. a value every element uses. `n` and the scalar parameters are in scope.
+    ///
+    /// ```
+    /// use kusari::ElementwiseKernel;
+    /// static SCALE: ElementwiseKernel =
+    ///     ElementwiseKernel::new("scale_by_len", "T x", "T y", "", "y = x * inv_n;")
+    ///         .with_loop_prep("const T inv_n = (T)1 / (T)n;");
+    /// assert!(SCALE.signature().is_ok());
+    /// ```
+    pub const fn with_loop_prep(mut self, loop_prep: &'static str) -> Self {
+        self.loop_prep = loop_prep;
+        self
+    }
+
+    /// This kernel with `after_loop` (CuPy's): code after the elementwise loop, run once by
+    /// each thread, with what [`loop_prep`](Self::with_loop_prep) declared in scope.
+    pub const fn with_after_loop(mut self, after_loop: &'static str) -> Self {
+        self.after_loop = after_loop;
+        self
     }
 
     /// The kernel layer's definition of this kernel (the same strings).
     fn def(&self) -> ElementwiseDef {
         ElementwiseDef::new(self.name, self.inputs, self.outputs, self.params, self.body)
+            .with_preamble(self.preamble)
+            .with_loop_prep(self.loop_prep)
+            .with_after_loop(self.after_loop)
     }
 
     /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
@@ -88,8 +148,9 @@ impl ElementwiseKernel {
 
     /// The parsed signature, once the whole definition is checked: the kernel's name must be
     /// a C identifier and not a keyword ([`kusari_kernels::names`]), the signature must parse
-    /// with names the generated code can use ([`kusari_kernels::signature`]), and the body's
-    /// brackets must balance ([`kusari_kernels::body`]). Every mistake is reported at once, in
+    /// with names the generated code can use ([`kusari_kernels::signature`]), and the brackets
+    /// of the body, the preamble, `loop_prep` and `after_loop` must balance
+    /// ([`kusari_kernels::body`]). Every mistake is reported at once, in
     /// [`Error::InvalidKernel`](crate::Error::InvalidKernel).
     pub fn signature(&self) -> Result<ElementwiseSignature> {
         Ok(self.def().signature()?)
@@ -114,9 +175,17 @@ impl ElementwiseKernel {
     /// The CUDA source a launch over `inputs` compiles: placeholders bound from the inputs'
     /// dtypes, the contiguous variant when every non-`raw` input is C-contiguous in the loop's
     /// (broadcast) shape and the strided one otherwise, and 64-bit indexing from 2^31 elements.
+    /// A kernel whose array inputs are all `raw` needs its loop's size:
+    /// [`source_for_sized`](Self::source_for_sized).
     pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
         let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
-        crate::cuda::source_for(&self.def(), &typed)
+        crate::cuda::source_for(&self.def(), &typed, None)
+    }
+
+    /// The CUDA source [`launch_sized`](Self::launch_sized) compiles.
+    pub fn source_for_sized(&self, inputs: &[&Array], size: usize) -> Result<KernelSource> {
+        let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
+        crate::cuda::source_for(&self.def(), &typed, Some(size))
     }
 
     /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
@@ -129,10 +198,47 @@ impl ElementwiseKernel {
     /// are [`Error::DeviceMismatch`](crate::Error::DeviceMismatch); host inputs only, no CUDA
     /// driver, or a build without the `cuda` feature are
     /// [`Error::CudaUnavailable`](crate::Error::CudaUnavailable).
+    ///
+    /// The loop runs over the non-`raw` inputs; a kernel whose array inputs are all `raw` has
+    /// no such shape, and launching it here is an
+    /// [`Error::KernelArguments`](crate::Error::KernelArguments) that says to give its size
+    /// with [`launch_sized`](Self::launch_sized).
     pub fn launch(&self, inputs: &[&Array], params: &[f64]) -> Result<Vec<Array>> {
+        self.launch_with(inputs, params, None)
+    }
+
+    /// Runs a kernel whose array inputs are all `raw` over `size` elements (CuPy's `size=`):
+    /// `i` runs over `0..size`, `n` is `size`, and the non-`raw` outputs are new arrays of
+    /// shape `[size]`. A non-`raw` input is an
+    /// [`Error::KernelArguments`](crate::Error::KernelArguments) naming it (its shape sets the
+    /// loop's; use [`launch`](Self::launch)). Otherwise as [`launch`](Self::launch).
+    ///
+    /// ```
+    /// use kusari::{Array, DType, ElementwiseKernel};
+    /// static REVERSE: ElementwiseKernel =
+    ///     ElementwiseKernel::new("reverse", "raw T a", "T y", "", "y = a[n - 1 - i];");
+    /// let a = Array::zeros(&[4], DType::F32).unwrap();
+    /// let e = REVERSE.launch(&[&a], &[]).unwrap_err();
+    /// assert!(e.to_string().contains("every array input is raw"), "{e}");
+    /// ```
+    pub fn launch_sized(
+        &self,
+        inputs: &[&Array],
+        params: &[f64],
+        size: usize,
+    ) -> Result<Vec<Array>> {
+        self.launch_with(inputs, params, Some(size))
+    }
+
+    fn launch_with(
+        &self,
+        inputs: &[&Array],
+        params: &[f64],
+        size: Option<usize>,
+    ) -> Result<Vec<Array>> {
         let operands: Vec<(&Storage, &Layout)> =
             inputs.iter().map(|a| (a.storage(), a.layout())).collect();
-        let (outputs, shape) = Storage::launch(&self.def(), &operands, params)?;
+        let (outputs, shape) = Storage::launch(&self.def(), &operands, params, size)?;
         Ok(outputs
             .into_iter()
             .map(|s| Array::from_storage(s, Layout::contiguous(&shape)))

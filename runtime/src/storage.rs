@@ -292,6 +292,8 @@ impl Storage {
 
     /// Runs the elementwise `kernel` over `inputs` (CUDA buffers on one device, broadcast
     /// together) with the scalar `params`, returning its outputs (C-contiguous) and their shape.
+    /// `size` is the loop's (shape `[size]`) for a kernel whose array inputs are all `raw`, and
+    /// must be `None` otherwise.
     ///
     /// Kernels run on CUDA only: host inputs are checked as a launch would check them (the
     /// kernel's definition, the binding of its placeholders, broadcasting, its source, the
@@ -301,8 +303,10 @@ impl Storage {
         kernel: &ElementwiseDef,
         inputs: &[(&Self, &Layout)],
         params: &[f64],
+        size: Option<usize>,
     ) -> Result<(Vec<Self>, Vec<usize>)> {
         let label = || format!("kernel {}", kernel.name);
+        let shape = size.map(|s| [s]);
         let mut cuda: Vec<CudaRef<'_>> = Vec::with_capacity(inputs.len());
         let mut host = None;
         for &(s, l) in inputs {
@@ -318,13 +322,14 @@ impl Storage {
                 rhs: host.device(),
             }),
             (Some((first, _)), None) => {
-                let (outputs, shape) = first.launch(kernel, &cuda, params)?;
+                let (outputs, shape) =
+                    first.launch(kernel, &cuda, params, shape.as_ref().map(|s| &s[..]))?;
                 Ok((outputs.into_iter().map(Storage::Cuda).collect(), shape))
             }
             (None, Some(host)) => {
                 let typed: Vec<(DType, &Layout)> =
                     inputs.iter().map(|(s, l)| (s.dtype(), *l)).collect();
-                crate::cuda::source_for(kernel, &typed)?;
+                crate::cuda::source_for(kernel, &typed, size)?;
                 kernel.check_param_count(&kernel.signature()?, params.len())?;
                 Err(Error::CudaUnavailable {
                     op: label(),

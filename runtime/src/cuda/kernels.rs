@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use kusari_kernels::codegen::{generate, KernelSource};
+use kusari_kernels::codegen::{generate_code, KernelSource};
 use kusari_kernels::loop_plan::{LoopOperand, LoopPlan};
 use kusari_kernels::{ElementwiseDef, ScalarType};
 
@@ -219,12 +219,15 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
 /// The CUDA source a launch of `kernel` over inputs of these dtypes and layouts compiles:
 /// placeholders bound from the dtypes, the contiguous variant when every non-`raw` input is
 /// C-contiguous in the loop's (broadcast) shape and the strided one otherwise, and 64-bit
-/// indexing from 2^31 elements.
+/// indexing from 2^31 elements. `size` is the loop's when every array input is `raw`
+/// ([`ElementwiseDef::check_loop_size`]).
 pub(crate) fn source_for(
     kernel: &ElementwiseDef,
     inputs: &[(DType, &Layout)],
+    size: Option<usize>,
 ) -> Result<KernelSource> {
     let sig = kernel.signature()?;
+    kernel.check_loop_size(&sig, size)?;
     let typed: Vec<(ScalarType, &[usize])> = inputs
         .iter()
         .map(|&(d, l)| (ScalarType::from(d), l.shape()))
@@ -237,11 +240,12 @@ pub(crate) fn source_for(
             contiguous: l.is_contiguous(),
         })
         .collect();
-    let plan = LoopPlan::new(&sig, &operands, None)?;
-    generate(
+    let shape = size.map(|s| [s]);
+    let plan = LoopPlan::new(&sig, &operands, shape.as_ref().map(|s| &s[..]))?;
+    generate_code(
         kernel.name,
         &sig,
-        kernel.body,
+        kernel.code(),
         &types,
         plan.indexing,
         plan.width,

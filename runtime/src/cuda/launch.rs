@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{global_cache, Target};
 use kusari_kernels::grid::launch_config;
 use kusari_kernels::loop_plan::{LoopOperand, LoopPlan};
@@ -24,11 +24,12 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::{DType, Device};
 
-/// A kernel's identity for the memo tables: its strings' addresses and lengths. Two kernels with
+/// A kernel's identity for the memo tables: its strings' addresses and lengths (the preamble,
+/// `loop_prep` and `after_loop` included, so a kernel that differs only there is another kernel). Two kernels with
 /// the same addresses are the same kernel; equal kernels at other addresses get their own entry
 /// and share the compiled binary through the binary cache, whose key is the source.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct KernelId([(usize, usize); 5]);
+struct KernelId([(usize, usize); 8]);
 
 impl KernelId {
     fn of(k: &ElementwiseDef) -> Self {
@@ -39,6 +40,9 @@ impl KernelId {
             id(k.outputs),
             id(k.params),
             id(k.body),
+            id(k.preamble),
+            id(k.loop_prep),
+            id(k.after_loop),
         ])
     }
 }
@@ -311,7 +315,8 @@ fn param_type(
 pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
 
 /// Runs `kernel` over `inputs` (all on `cuda:ordinal`) broadcast together, or over `shape` when
-/// given (a kernel without array inputs needs it), with the scalar `params` converted to their
+/// given (exactly when no array input is looped over: every one is `raw`, or there is none;
+/// [`ElementwiseDef::check_loop_size`]), with the scalar `params` converted to their
 /// declared types. Returns the outputs, new C-contiguous buffers, and the loop's shape.
 pub(crate) fn launch_on(
     ordinal: usize,
@@ -331,6 +336,7 @@ pub(crate) fn launch_on(
         });
     }
     kernel.check_param_count(sig, params.len())?;
+    kernel.check_loop_size(sig, shape.map(|s| s.iter().product()))?;
     let typed: Vec<(ScalarType, &[usize])> = inputs
         .iter()
         .map(|(s, l)| (ScalarType::from(s.dtype()), l.shape()))
@@ -405,10 +411,10 @@ pub(crate) fn launch_on(
                 .iter()
                 .map(|(c, d)| (*c, ScalarType::from(*d)))
                 .collect();
-            let src = generate(
+            let src = generate_code(
                 kernel.name,
                 sig,
-                kernel.body,
+                kernel.code(),
                 &scalar_types,
                 indexing,
                 width,

@@ -160,8 +160,9 @@ impl CudaStorage {
         kernel: &ElementwiseDef,
         inputs: &[CudaRef<'_>],
         params: &[f64],
+        shape: Option<&[usize]>,
     ) -> Result<(Vec<CudaStorage>, Vec<usize>)> {
-        launch_on(self.ordinal(), kernel, inputs, params, None)
+        launch_on(self.ordinal(), kernel, inputs, params, shape)
     }
 
     /// The elements of `l` in C order, in a buffer of their own.

@@ -18,6 +18,12 @@ impl Scale {
         name = "scale_b",
         dtypes = "float",
         dtypes = "numeric",
+        preamble = "",
+        preamble = "",
+        loop_prep = "",
+        loop_prep = "",
+        after_loop = "",
+        after_loop = "",
         body = "y = x * alpha;"
     )]
     fn forward(&self, x: &Array) -> Result<Array> {
