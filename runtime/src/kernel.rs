@@ -22,36 +22,26 @@ use crate::{Array, DType};
 /// let types = MUL_ADD.bind(&[&x, &x, &x]).unwrap();
 /// assert_eq!(types, vec![('T', DType::F32)]);
 /// ```
+///
+/// The kernel's strings (`name`, `inputs`, `outputs`, `params`, `body`, `preamble`,
+/// `loop_prep`, `after_loop`) are its kernel layer definition's, read through `Deref`:
+/// `MUL_ADD.body`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ElementwiseKernel {
-    /// The kernel's name (shown by profilers and in messages).
-    pub name: &'static str,
-    /// Array inputs, e.g. `"T x, T y"`.
-    pub inputs: &'static str,
-    /// Array outputs, e.g. `"T w"`.
-    pub outputs: &'static str,
-    /// Scalar parameters, e.g. `"T alpha"` (may be empty).
-    pub params: &'static str,
-    /// The loop body, in CUDA C.
-    pub body: &'static str,
-    /// Code at file scope before the kernel (CuPy's `preamble`): `__device__` helper functions,
-    /// constants and structs. It follows the placeholders' `typedef`s, so it may use `T`. Empty
-    /// unless set with [`with_preamble`](Self::with_preamble).
-    pub preamble: &'static str,
-    /// Code in the kernel before the elementwise loop (CuPy's `loop_prep`), run once by each
-    /// thread: `n` and the scalar parameters are in scope, `i` is not. Empty by default.
-    pub loop_prep: &'static str,
-    /// Code in the kernel after the loop (CuPy's `after_loop`), run once by each thread, with
-    /// what `loop_prep` declared in scope. Empty by default.
-    pub after_loop: &'static str,
+    def: ElementwiseDef,
+}
+
+impl std::ops::Deref for ElementwiseKernel {
+    type Target = ElementwiseDef;
+
+    fn deref(&self) -> &ElementwiseDef {
+        &self.def
+    }
 }
 
 impl From<ElementwiseDef> for ElementwiseKernel {
-    fn from(d: ElementwiseDef) -> Self {
-        ElementwiseKernel::new(d.name, d.inputs, d.outputs, d.params, d.body)
-            .with_preamble(d.preamble)
-            .with_loop_prep(d.loop_prep)
-            .with_after_loop(d.after_loop)
+    fn from(def: ElementwiseDef) -> Self {
+        ElementwiseKernel { def }
     }
 }
 
@@ -65,14 +55,7 @@ impl ElementwiseKernel {
         body: &'static str,
     ) -> Self {
         ElementwiseKernel {
-            name,
-            inputs,
-            outputs,
-            params,
-            body,
-            preamble: "",
-            loop_prep: "",
-            after_loop: "",
+            def: ElementwiseDef::new(name, inputs, outputs, params, body),
         }
     }
 
@@ -91,7 +74,7 @@ impl ElementwiseKernel {
     /// assert!(SQUARE_PLUS.signature().is_ok());
     /// ```
     pub const fn with_preamble(mut self, preamble: &'static str) -> Self {
-        self.preamble = preamble;
+        self.def = self.def.with_preamble(preamble);
         self
     }
 
@@ -106,23 +89,15 @@ impl ElementwiseKernel {
     /// assert!(SCALE.signature().is_ok());
     /// ```
     pub const fn with_loop_prep(mut self, loop_prep: &'static str) -> Self {
-        self.loop_prep = loop_prep;
+        self.def = self.def.with_loop_prep(loop_prep);
         self
     }
 
     /// This kernel with `after_loop` (CuPy's): code after the elementwise loop, run once by
     /// each thread, with what [`loop_prep`](Self::with_loop_prep) declared in scope.
     pub const fn with_after_loop(mut self, after_loop: &'static str) -> Self {
-        self.after_loop = after_loop;
+        self.def = self.def.with_after_loop(after_loop);
         self
-    }
-
-    /// The kernel layer's definition of this kernel (the same strings).
-    fn def(&self) -> ElementwiseDef {
-        ElementwiseDef::new(self.name, self.inputs, self.outputs, self.params, self.body)
-            .with_preamble(self.preamble)
-            .with_loop_prep(self.loop_prep)
-            .with_after_loop(self.after_loop)
     }
 
     /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
@@ -153,14 +128,14 @@ impl ElementwiseKernel {
     /// ([`kusari_kernels::body`]). Every mistake is reported at once, in
     /// [`Error::InvalidKernel`](crate::Error::InvalidKernel).
     pub fn signature(&self) -> Result<ElementwiseSignature> {
-        Ok(self.def().signature()?)
+        Ok(self.def.signature()?)
     }
 
     /// Binds each type placeholder to the dtype of the array inputs that use it, checking that a
     /// placeholder gets one dtype and that concrete types match. Returns `(placeholder, dtype)`
     /// pairs in order of first use.
     pub fn bind(&self, inputs: &[&Array]) -> Result<Vec<(char, DType)>> {
-        let def = self.def();
+        let def = &self.def;
         let typed: Vec<(ScalarType, &[usize])> = inputs
             .iter()
             .map(|a| (ScalarType::from(a.dtype()), a.shape()))
@@ -179,13 +154,13 @@ impl ElementwiseKernel {
     /// [`source_for_sized`](Self::source_for_sized).
     pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
         let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
-        crate::cuda::source_for(&self.def(), &typed, None)
+        crate::cuda::source_for(&self.def, &typed, None)
     }
 
     /// The CUDA source [`launch_sized`](Self::launch_sized) compiles.
     pub fn source_for_sized(&self, inputs: &[&Array], size: usize) -> Result<KernelSource> {
         let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
-        crate::cuda::source_for(&self.def(), &typed, Some(size))
+        crate::cuda::source_for(&self.def, &typed, Some(size))
     }
 
     /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
@@ -238,7 +213,7 @@ impl ElementwiseKernel {
     ) -> Result<Vec<Array>> {
         let operands: Vec<(&Storage, &Layout)> =
             inputs.iter().map(|a| (a.storage(), a.layout())).collect();
-        let (outputs, shape) = Storage::launch(&self.def(), &operands, params, size)?;
+        let (outputs, shape) = Storage::launch(&self.def, &operands, params, size)?;
         Ok(outputs
             .into_iter()
             .map(|s| Array::from_storage(s, Layout::contiguous(&shape)))
