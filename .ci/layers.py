@@ -20,7 +20,7 @@ import tempfile
 
 # Lowest first. Every top-level module of runtime/src must be listed.
 LAYERS = [
-    ("base", ["error", "dtype", "layout", "device", "sync", "random", "ops_macros"]),
+    ("base", ["error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros"]),
     ("storage backends", ["op", "cpu", "cuda", "storage", "memory"]),
     ("config", ["config"]),
     ("array", ["array", "kernel"]),
