@@ -66,6 +66,7 @@ impl Array {
     }
 
     /// An array over `storage` with `layout` (which the caller keeps inside the buffer).
+    #[inline]
     pub(crate) fn from_storage(storage: Storage, layout: Layout) -> Self {
         Array {
             storage: Arc::new(storage),

@@ -55,6 +55,7 @@ impl CpuStorage {
     }
 
     /// `O` over `self` and `rhs` broadcast to `shape` (checked by the caller).
+    #[inline]
     pub(crate) fn binary<O: BinaryOp>(
         &self,
         l: &Layout,
@@ -151,6 +152,7 @@ impl CpuStorage {
 
     /// `x * y + z`, broadcast to `shape`.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn mul_add(
         x: &Self,
         xl: &Layout,

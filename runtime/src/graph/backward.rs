@@ -111,7 +111,7 @@ struct Engine<'a> {
     retain_grad: bool,
     double: bool,
     loss_scale: Option<f64>,
-    s: Scratch,
+    s: ScratchBox,
 }
 
 /// The engine's containers, kept per thread between backward passes so that a small backward
@@ -132,18 +132,48 @@ struct Scratch {
 const SCRATCH_KEEP_MAX: usize = 4096;
 
 thread_local! {
-    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+    // Boxed, so that taking and giving back moves a pointer rather than the containers
+    // (a few hundred bytes, copied twice per backward pass).
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
+}
+
+/// The engine's hold on the thread's [`Scratch`]: there from [`Engine::new`] until the engine
+/// drops, when it goes back.
+struct ScratchBox(Option<Box<Scratch>>);
+
+impl std::ops::Deref for ScratchBox {
+    type Target = Scratch;
+    fn deref(&self) -> &Scratch {
+        self.0.as_deref().unwrap_or_else(|| unreachable!("the scratch is held until drop"))
+    }
+}
+
+impl std::ops::DerefMut for ScratchBox {
+    fn deref_mut(&mut self) -> &mut Scratch {
+        self.0.as_deref_mut().unwrap_or_else(|| unreachable!("the scratch is held until drop"))
+    }
+}
+
+impl Drop for ScratchBox {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            s.give_back();
+        }
+    }
 }
 
 impl Scratch {
-    fn take() -> Scratch {
-        SCRATCH.with(|c| c.take()).unwrap_or_else(|| Scratch {
-            grads: PtrMap::with_capacity_and_hasher(8, Default::default()),
-            ..Scratch::default()
-        })
+    fn take() -> ScratchBox {
+        let s = SCRATCH.with(|c| c.take()).unwrap_or_else(|| {
+            Box::new(Scratch {
+                grads: PtrMap::with_capacity_and_hasher(8, Default::default()),
+                ..Scratch::default()
+            })
+        });
+        ScratchBox(Some(s))
     }
 
-    fn give_back(mut self) {
+    fn give_back(mut self: Box<Self>) {
         self.grads.clear();
         self.heap.clear();
         self.queued.clear();
@@ -159,12 +189,6 @@ impl Scratch {
         if !big {
             SCRATCH.with(|c| c.set(Some(self)));
         }
-    }
-}
-
-impl Drop for Engine<'_> {
-    fn drop(&mut self) {
-        std::mem::take(&mut self.s).give_back();
     }
 }
 
