@@ -184,6 +184,9 @@ impl ReductionDef {
                     ));
                 }
             }
+            if sig.inputs.is_empty() {
+                problems.push("inputs: a reduction kernel needs an array input".to_string());
+            }
             if let Err(e) = self.reduce_type(sig) {
                 problems.push(e);
             }
@@ -599,8 +602,9 @@ pub fn generate_reduction(
     first.push("const long long _n_out, const long long _N, const long long _chunk, const long long _chunks, const int _group".to_string());
     let _ = writeln!(src, "extern \"C\" __global__ void {entry}(");
     let _ = writeln!(src, "    {}) {{", first.join(",\n    "));
+    let _ = writeln!(src, "  const long long _items = _n_out * _chunks;");
     kernel_prologue(&mut src, def, &entry);
-    let _ = writeln!(src, "    if (_item < _n_out * _chunks) {{");
+    let _ = writeln!(src, "    if (_item < _items) {{");
     let _ = writeln!(src, "      const long long _o = _item / _chunks;");
     let _ = writeln!(
         src,
@@ -649,10 +653,9 @@ pub fn generate_reduction(
     );
     let _ = writeln!(src, "extern \"C\" __global__ void {combine}(");
     let _ = writeln!(src, "    {}) {{", second.join(",\n    "));
-    let _ = writeln!(src, "  const long long _chunk = 1;");
-    let _ = writeln!(src, "  (void)_chunk;");
+    let _ = writeln!(src, "  const long long _items = _n_out;");
     kernel_prologue(&mut src, def, &combine);
-    let _ = writeln!(src, "    if (_item < _n_out) {{");
+    let _ = writeln!(src, "    if (_item < _items) {{");
     let _ = writeln!(
         src,
         "      for (long long _c = _lane; _c < _chunks; _c += _group) {{"
@@ -698,7 +701,7 @@ fn kernel_prologue(src: &mut String, def: &ReductionDef, file: &str) {
     );
     let _ = writeln!(
         src,
-        "  for (long long _first = (long long)blockIdx.x * _per_block; _first < _n_out * _chunks; _first += (long long)gridDim.x * _per_block) {{"
+        "  for (long long _first = (long long)blockIdx.x * _per_block; _first < _items; _first += (long long)gridDim.x * _per_block) {{"
     );
     let _ = writeln!(
         src,
@@ -773,7 +776,7 @@ fn kernel_epilogue(
         "      __syncthreads();  // read before the next item overwrites _smem"
     );
     let _ = writeln!(src, "    }}");
-    let _ = writeln!(src, "    if (_lane == 0 && _item < _n_out * _chunks) {{");
+    let _ = writeln!(src, "    if (_lane == 0 && _item < _items) {{");
     if first_pass {
         let _ = writeln!(src, "      if (_chunks > 1) {{");
         let _ = writeln!(src, "        _partials[_item] = _s;");
@@ -1010,7 +1013,12 @@ mod tests {
         assert!(!sum.contains("_have"), "{sum}");
         assert!(sum.contains("_s = _reduce(_s, _m);"));
         // Every barrier is reached by the whole block: the item loop's bounds are uniform.
-        assert!(sum.contains("for (long long _first = (long long)blockIdx.x * _per_block; _first < _n_out * _chunks;"));
+        assert!(sum.contains(
+            "for (long long _first = (long long)blockIdx.x * _per_block; _first < _items;"
+        ));
+        // The second pass has an item per output, the first one per chunk of an output.
+        assert!(sum.contains("const long long _items = _n_out * _chunks;"));
+        assert!(sum.contains("const long long _items = _n_out;"));
         assert_eq!(sum.matches("__syncthreads();").count(), 6, "{sum}");
     }
 

@@ -27,6 +27,18 @@ fn unavailable(op: &str) -> Error {
     }
 }
 
+/// Reduction kernels need CUDA: never reached, as no CUDA buffer exists in this build.
+pub(crate) fn launch_reduction_on(
+    ordinal: usize,
+    _def: &kusari_kernels::ReductionDef,
+    _inputs: &[CudaRef<'_>],
+    _params: &[crate::scalar::Scalar],
+    _shape: &[usize],
+    _axes: &[usize],
+) -> Result<Vec<CudaStorage>> {
+    Err(unavailable(&format!("reduction kernel on cuda:{ordinal}")))
+}
+
 /// A CUDA buffer: none can exist in this build, so every method is a `match` on nothing.
 #[derive(Debug)]
 pub(crate) enum CudaStorage {}
