@@ -40,7 +40,7 @@ fn main() -> Result<()> {
     check_backward(
         f,
         std::slice::from_ref(&x),
-        Some(&[gy.clone()]),
+        Some(std::slice::from_ref(&gy)),
         &CheckOptions::default(),
     )?;
     println!("ok: backward passes the gradient check on the host");

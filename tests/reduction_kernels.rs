@@ -3,8 +3,13 @@
 //! norm, a mean over several axes, an argmax through a preamble's struct, over leading,
 //! trailing, middle and all axes, with keepdims, on strided and broadcast inputs, with typed
 //! scalar parameters; every launch strategy of the plan; empty reductions; and the errors.
+//! NVRTC compiles every kernel here and the softmax example's (a skip without NVRTC, unless
+//! `KUSARI_REQUIRE_NVRTC=1`).
 
-use kusari::kernels::reduction_kernel::{ReductionPlan, Strategy};
+use kusari::kernels::codegen::{generate, IndexWidth, Indexing};
+use kusari::kernels::compile::{compile_ptx, nvrtc_available};
+use kusari::kernels::reduction_kernel::{generate_reduction, ReductionPlan, Strategy};
+use kusari::kernels::ScalarType;
 use kusari::prelude::*;
 use kusari::{cuda, Error, ReductionKernel, Scalar};
 use kusari_tests::unravel;
@@ -487,4 +492,46 @@ fn errors_name_the_kernel_the_argument_and_the_expression_line() {
     assert!(e.to_string().contains("repeated axis"), "{e}");
     let e = SUM.launch(&[&x], &[], Some(&[-3]), false).unwrap_err();
     assert!(matches!(e, Error::Axis { axis: -3, .. }), "{e}");
+}
+
+#[test]
+fn every_reduction_kernel_here_and_in_the_softmax_example_compiles_with_nvrtc() {
+    if !nvrtc_available() {
+        assert!(
+            std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+            "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
+        );
+        eprintln!(
+            "SKIPPED every_reduction_kernel_here_..._compiles_with_nvrtc: NVRTC is not installed"
+        );
+        return;
+    }
+    use kusari_examples::softmax::{EXP_SHIFTED, NORMALIZE, ROW_MAX, ROW_SUM};
+    let reductions = [
+        &SUM, &MAX, &MAX0, &L2_NORM, &MEAN, &ARGMAX, &WEIGHTED, &ROW_MAX, &ROW_SUM,
+    ];
+    let mut compiled = 0;
+    for k in reductions {
+        let sig = k.signature().unwrap();
+        for t in [ScalarType::Float32, ScalarType::Float64] {
+            // The ranks the launches above generate (kept, reduced, after coalescing).
+            for (kept, reduced) in [(0, 1), (1, 1), (2, 1), (1, 2), (1, 0)] {
+                let src = generate_reduction(k, &sig, &[('T', t)], kept, reduced).unwrap();
+                compile_ptx(&src, "compute_90").unwrap_or_else(|e| panic!("{}: {e}", k.name));
+                compiled += 1;
+            }
+        }
+    }
+    for k in [&EXP_SHIFTED, &NORMALIZE] {
+        let sig = k.signature().unwrap();
+        for t in [ScalarType::Float32, ScalarType::Float64] {
+            for indexing in [Indexing::Contiguous, Indexing::Strided { ndim: 2 }] {
+                let src =
+                    generate(k.name, &sig, k.body, &[('T', t)], indexing, IndexWidth::I32).unwrap();
+                compile_ptx(&src, "compute_90").unwrap_or_else(|e| panic!("{}: {e}", k.name));
+                compiled += 1;
+            }
+        }
+    }
+    assert_eq!(compiled, 9 * 2 * 5 + 2 * 2 * 2);
 }

@@ -370,10 +370,12 @@ impl ReductionPlan {
                 false => plan(Strategy::BlockPerOutput, REDUCE_BLOCK, 1),
             };
         }
-        match len {
-            0..=THREAD_MAX_LEN => plan(Strategy::ThreadPerOutput, 1, 1),
-            0..=WARP_MAX_LEN => plan(Strategy::WarpPerOutput, WARP, 1),
-            _ => plan(Strategy::BlockPerOutput, REDUCE_BLOCK, 1),
+        if len <= THREAD_MAX_LEN {
+            plan(Strategy::ThreadPerOutput, 1, 1)
+        } else if len <= WARP_MAX_LEN {
+            plan(Strategy::WarpPerOutput, WARP, 1)
+        } else {
+            plan(Strategy::BlockPerOutput, REDUCE_BLOCK, 1)
         }
     }
 }

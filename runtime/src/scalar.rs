@@ -207,11 +207,11 @@ mod tests {
         assert_eq!(Scalar::from(f64::NAN).to_dtype(DType::I64), None);
         assert_eq!(Scalar::from(f64::INFINITY).to_dtype(DType::I64), None);
         assert_eq!(
-            Scalar::from(9.223_372_036_854_775_808e18).to_dtype(DType::I64),
+            Scalar::from(9.223_372_036_854_776e18).to_dtype(DType::I64),
             None
         );
         assert_eq!(
-            Scalar::from(-9.223_372_036_854_775_808e18).to_dtype(DType::I64),
+            Scalar::from(-9.223_372_036_854_776e18).to_dtype(DType::I64),
             Some(Scalar::I64(i64::MIN))
         );
         assert_eq!(
