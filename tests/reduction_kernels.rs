@@ -410,6 +410,24 @@ fn empty_reductions_give_the_identity_or_an_error() {
             .contains("kernel rk_max: reducing axes [1] of shape [3, 0] combines zero elements"),
         "{e}"
     );
+    // A 0-dimensional array, and axes of length 1: one element per reduction.
+    let scalar = on_gpu(&Array::from_vec(vec![-2.5f64], &[]).unwrap());
+    for k in [&SUM, &MAX] {
+        let y = k.launch(&[&scalar], &[], None, false).unwrap().remove(0);
+        assert_eq!(
+            (y.shape(), y.to_vec::<f64>().unwrap()),
+            (&[][..], vec![-2.5])
+        );
+    }
+    let ones = on_gpu(&Array::from_vec(vec![7i32], &[1, 1]).unwrap());
+    let y = MAX
+        .launch(&[&ones], &[], Some(&[0]), true)
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (y.shape(), y.to_vec::<i32>().unwrap()),
+        (&[1, 1][..], vec![7])
+    );
     // No output element: nothing to reduce, no identity needed.
     let y = MAX.launch(&[&x], &[], Some(&[0]), true).unwrap().remove(0);
     assert_eq!(y.shape(), &[1, 0]);
@@ -515,7 +533,7 @@ fn every_reduction_kernel_here_and_in_the_softmax_example_compiles_with_nvrtc() 
         let sig = k.signature().unwrap();
         for t in [ScalarType::Float32, ScalarType::Float64] {
             // The ranks the launches above generate (kept, reduced, after coalescing).
-            for (kept, reduced) in [(0, 1), (1, 1), (2, 1), (1, 2), (1, 0)] {
+            for (kept, reduced) in [(0, 0), (0, 1), (1, 1), (2, 1), (1, 2), (1, 0)] {
                 let src = generate_reduction(k, &sig, &[('T', t)], kept, reduced).unwrap();
                 compile_ptx(&src, "compute_90").unwrap_or_else(|e| panic!("{}: {e}", k.name));
                 compiled += 1;
@@ -533,5 +551,5 @@ fn every_reduction_kernel_here_and_in_the_softmax_example_compiles_with_nvrtc() 
             }
         }
     }
-    assert_eq!(compiled, 9 * 2 * 5 + 2 * 2 * 2);
+    assert_eq!(compiled, 9 * 2 * 6 + 2 * 2 * 2);
 }

@@ -84,7 +84,7 @@ fn every_reduction_variant_compiles() {
     for (def, types) in cases {
         let sig = def.signature().unwrap_or_else(|e| panic!("{e}"));
         for t in types {
-            for (kept, reduced) in [(0, 1), (1, 1), (2, 3), (1, 0)] {
+            for (kept, reduced) in [(0, 0), (0, 1), (1, 1), (2, 3), (1, 0)] {
                 let src = generate_reduction(&def, &sig, &[('T', t)], kept, reduced)
                     .unwrap_or_else(|e| panic!("{e}"));
                 let ptx = compile_ptx(&src, "compute_90")
