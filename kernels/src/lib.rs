@@ -11,7 +11,8 @@
 //! - [`loop_plan`]: the loop a launch runs (its shape and the contiguous or strided variant), a
 //!   pure function of the inputs' shapes and contiguity.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
-//! - [`reduction`](mod@reduction): CUDA source for row reductions (sum, max, min), a pure function of the
+//! - [`reduction`](mod@reduction): CUDA source for fixed row reductions (sum, max, min; the runtime
+//!   now reduces through [`reduction_kernel`] instead), a pure function of the
 //!   reduction and the element type.
 //! - [`reduction_kernel`]: a user's reduction kernel (CuPy's `ReductionKernel`): its definition
 //!   and checks, the plan of a launch from the shape, and its CUDA source.

@@ -13,8 +13,10 @@
 //!
 //! The generated source holds two kernels, launched with [`REDUCE_BLOCK`] threads per block:
 //!
-//! - `{name}__k{K}r{R}`: `group` consecutive threads (1, a warp, or the whole block) reduce one
-//!   chunk of one output's elements (`K` kept and `R` reduced dimensions, after [`coalesce`]),
+//! - `{name}__d{C}`: `group` consecutive threads (1, a warp, or the whole block) reduce one
+//!   chunk of one output's elements (up to `C` kept and `C` reduced dimensions after
+//!   [`coalesce`], their counts given at launch: one compiled kernel serves every rank up to
+//!   [`rank_capacity`]),
 //!   combine their values in shared memory, and write either the output (one chunk per output)
 //!   or a partial result;
 //! - `{name}__combine`: the second pass of a split reduction, which reduces each output's
@@ -27,7 +29,7 @@
 //!     ReductionDef::new("l2norm", "T x", "T y", "x * x", "a + b", "y = sqrt(a)", Some("0"));
 //! let sig = L2.signature().unwrap();
 //! let src = generate_reduction(&L2, &sig, &[('T', ScalarType::Float32)], 1, 1).unwrap();
-//! assert_eq!(src.entry, "l2norm__k1r1");
+//! assert_eq!(src.entry, "l2norm__d4");
 //! assert!(src.source.contains("typedef T _type_reduce;"));
 //! ```
 
@@ -465,9 +467,22 @@ impl fmt::Display for EmptyReduction {
     }
 }
 
-/// The entry point of the first pass for `kept` kept and `reduced` reduced dimensions.
-pub fn reduce_entry(name: &str, kept: usize, reduced: usize) -> String {
-    format!("{name}__k{kept}r{reduced}")
+/// The dimensions a kernel's layout struct has room for, for `kept` kept and `reduced` reduced
+/// dimensions: at least 4, else the next power of two. A kernel takes the actual counts at
+/// launch, so one compiled kernel serves every rank up to its capacity (few compiled variants:
+/// each costs a compile, and on the emulated device host memory for its threads).
+///
+/// ```
+/// use kusari_kernels::reduction_kernel::rank_capacity;
+/// assert_eq!((rank_capacity(0, 1), rank_capacity(2, 4), rank_capacity(5, 1)), (4, 4, 8));
+/// ```
+pub fn rank_capacity(kept: usize, reduced: usize) -> usize {
+    kept.max(reduced).max(4).next_power_of_two()
+}
+
+/// The entry point of the first pass for layouts of `capacity` dimensions ([`rank_capacity`]).
+pub fn reduce_entry(name: &str, capacity: usize) -> String {
+    format!("{name}__d{capacity}")
 }
 
 /// The entry point of the second pass of a split reduction.
@@ -487,14 +502,13 @@ fn user_part(src: &mut String, name: &str, part: &str, code: &str, file: &str) {
 }
 
 /// The CUDA source of `def` (whose signature is `sig`) with `types` bound to its placeholders,
-/// for `kept` kept and `reduced` reduced dimensions (after [`coalesce`]). The source's
+/// for up to `kept` kept and `reduced` reduced dimensions (after [`coalesce`]; the layout struct
+/// has [`rank_capacity`] of each). The source's
 /// [`entry`](KernelSource::entry) is the first pass ([`reduce_entry`]); the second pass
 /// ([`combine_entry`]) is in the same source.
 ///
 /// First pass parameters, in order: a `const X*` per input, an `X*` per output, each scalar
-/// parameter by value, `_type_reduce* _partials`, the layout struct (`long long` words: kept
-/// extents, then each input's kept strides, then reduced extents, then each input's reduced
-/// strides; a list of no dimension holds one unused word), then `long long _n_out, _N, _chunk,
+/// parameter by value, `_type_reduce* _partials`, the layout struct ([`layout_words`]), then `long long _n_out, _N, _chunk,
 /// _chunks` and `int _group`. Second pass: the outputs, the scalar parameters, `const
 /// _type_reduce* _partials`, `long long _n_out, _N, _chunks`, `int _group`.
 pub fn generate_reduction(
@@ -557,7 +571,8 @@ pub fn generate_reduction(
         ParamType::Placeholder(c) => c.to_string(),
         ParamType::Concrete(t) => c_type(t).to_string(),
     };
-    let entry = reduce_entry(name, kept, reduced);
+    let capacity = rank_capacity(kept, reduced);
+    let entry = reduce_entry(name, capacity);
     let combine = combine_entry(name);
     let n_in = sig.inputs.len();
 
@@ -574,9 +589,8 @@ pub fn generate_reduction(
     let _ = writeln!(src, "typedef {reduce_type} _type_reduce;");
     let _ = writeln!(
         src,
-        "struct _Layout {{ long long kept[{k}]; long long kept_strides[{i}][{k}]; long long reduced[{r}]; long long reduced_strides[{i}][{r}]; }};",
-        k = kept.max(1),
-        r = reduced.max(1),
+        "struct _Layout {{ long long nkept; long long nreduced; long long kept[{c}]; long long kept_strides[{i}][{c}]; long long reduced[{c}]; long long reduced_strides[{i}][{c}]; }};",
+        c = capacity,
         i = n_in.max(1)
     );
 
@@ -617,7 +631,7 @@ pub fn generate_reduction(
         "      const long long _end = _begin + _chunk < _N ? _begin + _chunk : _N;"
     );
     let _ = writeln!(src, "      long long _base[{}] = {{0}};", n_in.max(1));
-    decompose(&mut src, "_o", kept, n_in, "_base", "kept", "      ");
+    decompose(&mut src, "_o", n_in, "_base", "kept", "      ");
     let _ = writeln!(
         src,
         "      for (long long _J = _begin + _lane; _J < _end; _J += _group) {{"
@@ -627,7 +641,7 @@ pub fn generate_reduction(
         src,
         "        for (int _a = 0; _a < {n_in}; ++_a) _off[_a] = _base[_a];"
     );
-    decompose(&mut src, "_J", reduced, n_in, "_off", "reduced", "        ");
+    decompose(&mut src, "_J", n_in, "_off", "reduced", "        ");
     for (k, p) in sig.inputs.iter().enumerate() {
         let _ = writeln!(
             src,
@@ -805,26 +819,14 @@ fn kernel_epilogue(
 }
 
 /// Adds to `offsets[a]` (per input `a`) the offset of index `index` over the layout's `which`
-/// dimensions (`ndim` of them): the outermost dimension needs no remainder, so one dimension
-/// costs a multiplication.
-fn decompose(
-    src: &mut String,
-    index: &str,
-    ndim: usize,
-    n_in: usize,
-    offsets: &str,
-    which: &str,
-    indent: &str,
-) {
-    if ndim == 0 {
-        return;
-    }
+/// dimensions (`_layout.n{which}` of them): the outermost dimension needs no remainder, so one
+/// dimension costs a multiplication.
+fn decompose(src: &mut String, index: &str, n_in: usize, offsets: &str, which: &str, indent: &str) {
     let _ = writeln!(src, "{indent}{{");
     let _ = writeln!(src, "{indent}  long long _r = {index};");
     let _ = writeln!(
         src,
-        "{indent}  for (int _d = {} - 1; _d >= 0; --_d) {{",
-        ndim
+        "{indent}  for (int _d = (int)_layout.n{which} - 1; _d >= 0; --_d) {{"
     );
     let _ = writeln!(
         src,
@@ -839,21 +841,29 @@ fn decompose(
     let _ = writeln!(src, "{indent}}}");
 }
 
-/// The layout struct's words for `c` (see [`generate_reduction`]).
-pub fn layout_words(c: &Coalesced) -> Vec<i64> {
+/// The layout struct's words for `c` in a kernel of `capacity` dimensions
+/// ([`rank_capacity`]): the kept and reduced dimension counts, the kept extents, each input's
+/// kept strides, the reduced extents, each input's reduced strides, each list padded to
+/// `capacity` (extents with 1, strides with 0).
+///
+/// ```
+/// use kusari_kernels::reduction_kernel::{coalesce, layout_words};
+/// let c = coalesce(&[2, 3], &[1], &[vec![3, 1]]);
+/// assert_eq!(layout_words(&c, 4), vec![1, 1, 2, 1, 1, 1, 3, 0, 0, 0, 3, 1, 1, 1, 1, 0, 0, 0]);
+/// ```
+pub fn layout_words(c: &Coalesced, capacity: usize) -> Vec<i64> {
     let n_in = c.kept_strides.len().max(1);
-    let mut words = Vec::new();
+    let mut words = vec![c.kept.len() as i64, c.reduced.len() as i64];
     let mut list = |dims: &[usize], strides: &[Vec<isize>]| {
-        let nd = dims.len().max(1);
         let mut ext: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-        ext.resize(nd, 1);
+        ext.resize(capacity, 1);
         words.extend(ext);
         for a in 0..n_in {
             let mut s: Vec<i64> = strides
                 .get(a)
                 .map(|s| s.iter().map(|&x| x as i64).collect())
                 .unwrap_or_default();
-            s.resize(nd, 0);
+            s.resize(capacity, 0);
             words.extend(s);
         }
     };
@@ -934,15 +944,13 @@ mod tests {
         assert_eq!(c.reduced, vec![2, 3]);
         let c = coalesce(&[2, 1, 3], &[0, 1, 2], &[vec![3, 3, 1]]);
         assert_eq!((c.reduced, c.reduced_strides), (vec![6], vec![vec![1]]));
-        assert_eq!(
-            layout_words(&coalesce(&[2, 3], &[1], &[vec![3, 1]])),
-            vec![2, 3, 3, 1]
-        );
-        // Everything reduced: the kept list holds one unused word per part.
-        assert_eq!(
-            layout_words(&coalesce(&[4], &[0], &[vec![1], vec![0]])),
-            vec![1, 0, 0, 4, 1, 0]
-        );
+        // Everything reduced: no kept dimension, and the lists padded to the capacity.
+        let words = layout_words(&coalesce(&[4], &[0], &[vec![1], vec![0]]), 4);
+        let mut want = vec![0, 1];
+        want.extend([1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        want.extend([4, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(words, want);
+        assert_eq!(rank_capacity(9, 0), 16);
     }
 
     #[test]
@@ -978,19 +986,19 @@ mod tests {
                 continue;
             };
             if let Some(n) = rest
-                .strip_suffix(" \"k__k2r1\"")
+                .strip_suffix(" \"k__d4\"")
                 .or_else(|| rest.strip_suffix(" \"k__combine\""))
             {
                 assert_eq!(n.parse::<usize>().unwrap(), at + 2, "{l}");
             }
         }
-        assert_eq!(src.entry, "k__k2r1");
+        assert_eq!(src.entry, "k__d4");
         assert!(src
             .source
             .contains("extern \"C\" __global__ void k__combine("));
         assert!(src.source.contains("typedef double T;"));
         assert!(src.source.contains(
-            "struct _Layout { long long kept[2]; long long kept_strides[1][2]; long long reduced[1]; long long reduced_strides[1][1]; };"
+            "struct _Layout { long long nkept; long long nreduced; long long kept[4]; long long kept_strides[1][4]; long long reduced[4]; long long reduced_strides[1][4]; };"
         ));
         // The preamble comes after the typedefs and before the kernels.
         let typedef = src.source.find("typedef double T;").unwrap();

@@ -1,6 +1,6 @@
 //! NVRTC compiles every variant of a reduction kernel (CuPy's `ReductionKernel`): each element
 //! type, with and without identity, a wider or preamble-defined reduce type, scalar parameters,
-//! and the kept/reduced ranks a launch generates. A mistake in an expression is reported at the
+//! and layouts of each rank capacity a launch uses (4, 8, 16). A mistake in an expression is reported at the
 //! user's line. Skips with a printed reason when NVRTC is not installed, unless
 //! `KUSARI_REQUIRE_NVRTC=1`.
 #![cfg(feature = "nvrtc")]
@@ -84,7 +84,7 @@ fn every_reduction_variant_compiles() {
     for (def, types) in cases {
         let sig = def.signature().unwrap_or_else(|e| panic!("{e}"));
         for t in types {
-            for (kept, reduced) in [(0, 0), (0, 1), (1, 1), (2, 3), (1, 0)] {
+            for (kept, reduced) in [(0, 0), (2, 3), (9, 1)] {
                 let src = generate_reduction(&def, &sig, &[('T', t)], kept, reduced)
                     .unwrap_or_else(|e| panic!("{e}"));
                 let ptx = compile_ptx(&src, "compute_90")

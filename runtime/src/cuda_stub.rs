@@ -7,6 +7,8 @@
 
 #[path = "cuda/kernels.rs"]
 mod kernels;
+#[path = "cuda/reductions.rs"]
+mod reductions;
 
 use kusari_kernels::ElementwiseDef;
 
@@ -17,6 +19,7 @@ use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp
 use crate::{DType, Device};
 
 pub(crate) use kernels::{builtin_kernels, source_for};
+pub(crate) use reductions::builtin_reductions;
 
 const REASON: &str = "kusari was built without its `cuda` feature";
 

@@ -55,7 +55,7 @@ pub use graph::{
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
-pub use reduction_kernel::ReductionKernel;
+pub use reduction_kernel::{array_reduction_kernels, ReductionKernel};
 pub use scalar::Scalar;
 // The derive and the trait share the name, as serde's do: `#[derive(Link)]` implements `Link`.
 pub use kusari_macros::Link;

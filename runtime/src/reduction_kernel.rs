@@ -247,6 +247,16 @@ impl ReductionKernel {
     }
 }
 
+/// The reduction kernels kusari's own `sum`, `max` and `min` launch on CUDA (`mean` divides a
+/// sum), each with the dtypes it runs in there (half types are reduced in float32), so that a
+/// test can compile every one with NVRTC.
+pub fn array_reduction_kernels() -> Vec<(ReductionKernel, &'static [DType])> {
+    crate::cuda::builtin_reductions()
+        .into_iter()
+        .map(|(k, dtypes)| (ReductionKernel::from(k), dtypes))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

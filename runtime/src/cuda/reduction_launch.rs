@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::reduction_kernel::{
-    coalesce, combine_entry, generate_reduction, layout_words, ReduceType, ReductionDef,
-    ReductionPlan, REDUCE_BLOCK, WARP,
+    coalesce, combine_entry, generate_reduction, layout_words, rank_capacity, ReduceType,
+    ReductionDef, ReductionPlan, REDUCE_BLOCK, WARP,
 };
 use kusari_kernels::{ParamType, ScalarType};
 
@@ -49,8 +49,7 @@ struct VariantKey {
     def: DefId,
     reduce_type: (usize, usize),
     types: Vec<(char, ScalarType)>,
-    kept: usize,
-    reduced: usize,
+    capacity: usize,
     ordinal: usize,
 }
 
@@ -130,7 +129,8 @@ pub(crate) fn launch_reduction_on(
         partial_dtype.is_some(),
         dev.sm_count() as usize,
     );
-    let variant = variant(&dev, def, &sig, types, dims.kept.len(), dims.reduced.len())?;
+    let capacity = rank_capacity(dims.kept.len(), dims.reduced.len());
+    let variant = variant(&dev, def, &sig, types, capacity)?;
 
     let partials = match (plan.chunks > 1, partial_dtype) {
         (true, Some(dtype)) => Some(CudaStorage::alloc(&dev, n_out * plan.chunks, dtype)?),
@@ -153,7 +153,7 @@ pub(crate) fn launch_reduction_on(
     }
     scalar_args(&mut args);
     args.pointer(partials_ptr);
-    args.words(layout_words(&dims));
+    args.words(layout_words(&dims, capacity));
     args.long(n_out as i64)
         .long(len as i64)
         .long(plan.chunk as i64)
@@ -163,7 +163,7 @@ pub(crate) fn launch_reduction_on(
     // input (each offset valid at every element its strides reach in `shape`), a pointer per
     // output (`n_out` elements), the scalar parameters in their declared types, the partial
     // results (`n_out * chunks` elements of the reduce type when split), the layout struct of
-    // `layout_words`, four `long long`s and the `int` group.
+    // `layout_words` for the kernel's capacity, four `long long`s and the `int` group.
     unsafe {
         variant
             .first
@@ -202,15 +202,14 @@ pub(crate) fn launch_reduction_on(
     Ok(outputs)
 }
 
-/// The loaded entry points of `def` for `types` and these ranks on `dev`, generated, compiled
-/// and loaded on first use.
+/// The loaded entry points of `def` for `types` and layouts of `capacity` dimensions on `dev`,
+/// generated, compiled and loaded on first use.
 fn variant(
     dev: &super::device::CudaDevice,
     def: &ReductionDef,
     sig: &kusari_kernels::ElementwiseSignature,
     types: Vec<(char, ScalarType)>,
-    kept: usize,
-    reduced: usize,
+    capacity: usize,
 ) -> Result<Arc<Variant>> {
     type Table = RwLock<HashMap<VariantKey, Arc<Variant>>>;
     static TABLE: OnceLock<Table> = OnceLock::new();
@@ -219,8 +218,7 @@ fn variant(
         def: DefId::of(def),
         reduce_type: (def.reduce_type.as_ptr() as usize, def.reduce_type.len()),
         types,
-        kept,
-        reduced,
+        capacity,
         ordinal: dev.ordinal,
     };
     if let Some(v) = table
@@ -230,12 +228,11 @@ fn variant(
     {
         return Ok(v.clone());
     }
-    let src = generate_reduction(def, sig, &key.types, kept, reduced).map_err(|source| {
-        Error::Codegen {
+    let src =
+        generate_reduction(def, sig, &key.types, capacity, 0).map_err(|source| Error::Codegen {
             kernel: def.name.to_string(),
             source: Box::new(source),
-        }
-    })?;
+        })?;
     let first = launch_source(dev, def.name, &src)?;
     let combine = launch_source(
         dev,
