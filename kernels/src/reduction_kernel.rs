@@ -325,8 +325,8 @@ impl ReductionPlan {
     /// - Few reductions (less than eight blocks per SM) of at least two split chunks (4096
     ///   elements each) are [`Strategy::Split`] into about eight blocks per SM.
     /// - A reduction that does not run along memory (over leading axes) is folded by one thread
-    ///   per output when the outputs fill a quarter of the device's threads; by a block each
-    ///   otherwise.
+    ///   per output (consecutive threads read consecutive addresses) when there are at least 64
+    ///   outputs per SM or at most 16 elements per output; by a block each otherwise.
     /// - Along memory: up to 16 elements a thread each, up to 2048 a warp each, longer a block.
     ///
     /// ```
