@@ -20,6 +20,7 @@
 //! | `09_affine_any_device.rs` | — | built-in functions only |
 //! | `10_muladd_kernel_float32.rs` | [`muladd_kernel_float32`] | the same with `float32` kernels |
 //! | `11_mlp_digits.rs` | [`mlp_digits`] | `LeakyRelu`, the `Mlp` model and its training |
+//! | `12_softmax.rs` | [`softmax`] | `Softmax`, with `ReductionKernel`s in its `forward_gpu` |
 
 use kusari::{Array, Device, Result};
 
@@ -33,6 +34,7 @@ pub mod muladd_kernel;
 pub mod muladd_kernel_float32;
 pub mod muladd_unified;
 pub mod old_style;
+pub mod softmax;
 
 mod digits;
 mod progress;

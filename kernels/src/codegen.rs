@@ -350,6 +350,13 @@ pub enum CodegenError {
         /// What to do instead.
         hint: &'static str,
     },
+    /// A reduction kernel's `reduce_type` that the generated code cannot name.
+    ReduceType {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for CodegenError {
@@ -372,6 +379,7 @@ impl std::fmt::Display for CodegenError {
             CodegenError::UnsupportedType { what, ty, hint } => {
                 write!(f, "{what}: {ty} is not supported ({hint})")
             }
+            CodegenError::ReduceType { kernel, message } => write!(f, "kernel {kernel}: {message}"),
         }
     }
 }

@@ -7,6 +7,8 @@
 
 #[path = "cuda/kernels.rs"]
 mod kernels;
+#[path = "cuda/reductions.rs"]
+mod reductions;
 
 use kusari_kernels::ElementwiseDef;
 
@@ -17,6 +19,7 @@ use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp
 use crate::{DType, Device};
 
 pub(crate) use kernels::{builtin_kernels, source_for};
+pub(crate) use reductions::builtin_reductions;
 
 const REASON: &str = "kusari was built without its `cuda` feature";
 
@@ -25,6 +28,18 @@ fn unavailable(op: &str) -> Error {
         op: op.to_string(),
         reason: REASON.to_string(),
     }
+}
+
+/// Reduction kernels need CUDA: never reached, as no CUDA buffer exists in this build.
+pub(crate) fn launch_reduction_on(
+    ordinal: usize,
+    _def: &kusari_kernels::ReductionDef,
+    _inputs: &[CudaRef<'_>],
+    _params: &[crate::scalar::Scalar],
+    _shape: &[usize],
+    _axes: &[usize],
+) -> Result<Vec<CudaStorage>> {
+    Err(unavailable(&format!("reduction kernel on cuda:{ordinal}")))
 }
 
 /// A CUDA buffer: none can exist in this build, so every method is a `match` on nothing.

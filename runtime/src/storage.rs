@@ -346,4 +346,51 @@ impl Storage {
             }),
         }
     }
+
+    /// Runs the reduction kernel `def` over `inputs` (CUDA buffers on one device, their layouts
+    /// broadcast to `shape`) reducing `axes` (sorted, distinct), with `params` converted to their
+    /// declared types; returns its outputs, C-contiguous over the kept axes. Host inputs are
+    /// refused with [`Error::CudaUnavailable`] (the kernel is CUDA code), host and CUDA inputs
+    /// mixed with [`Error::DeviceMismatch`].
+    pub(crate) fn launch_reduction(
+        def: &kusari_kernels::ReductionDef,
+        inputs: &[(&Self, &Layout)],
+        params: &[crate::scalar::Scalar],
+        shape: &[usize],
+        axes: &[usize],
+    ) -> Result<Vec<Self>> {
+        let label = || format!("kernel {}", def.name);
+        let mut cuda: Vec<CudaRef<'_>> = Vec::with_capacity(inputs.len());
+        let mut host = None;
+        for &(s, l) in inputs {
+            match s {
+                Storage::Cuda(c) => cuda.push((c, l)),
+                Storage::Cpu(_) => host = host.or(Some(s)),
+            }
+        }
+        match (cuda.first(), host) {
+            (Some((gpu, _)), Some(host)) => Err(Error::DeviceMismatch {
+                op: label(),
+                lhs: Device::Cuda(gpu.ordinal()),
+                rhs: host.device(),
+            }),
+            (Some((first, _)), None) => {
+                let outputs =
+                    crate::cuda::launch_reduction_on(first.ordinal(), def, &cuda, params, shape, axes)?;
+                Ok(outputs.into_iter().map(Storage::Cuda).collect())
+            }
+            (None, Some(host)) => Err(Error::CudaUnavailable {
+                op: label(),
+                reason: format!(
+                    "a reduction kernel is CUDA code: its inputs must be CUDA arrays, but one is on {} (move it with to_device)",
+                    host.device()
+                ),
+            }),
+            (None, None) => Err(Error::InputCount {
+                function: label(),
+                expected: 1,
+                actual: 0,
+            }),
+        }
+    }
 }

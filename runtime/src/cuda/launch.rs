@@ -177,7 +177,9 @@ impl Loaded {
         Ok(())
     }
 
-    /// Launches a kernel whose parameters are all 8-byte values (pointers and `long long`s).
+    /// Launches a kernel whose parameters are all 8-byte values (pointers and `long long`s),
+    /// as the emulator's tests do.
+    #[cfg(test)]
     pub(crate) fn launch(
         &self,
         dev: &CudaDevice,

@@ -30,6 +30,8 @@ mod kernels;
 mod launch;
 mod memory;
 mod ops;
+mod reduction_launch;
+mod reductions;
 
 pub use crate::device::DeviceProperties;
 pub use device::{
@@ -44,5 +46,7 @@ pub(crate) use device::check as check_device;
 pub(crate) use kernels::{builtin_kernels, source_for};
 pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
+pub(crate) use reduction_launch::launch_reduction_on;
+pub(crate) use reductions::builtin_reductions;
 
 pub use crate::device::host_fallback_count;

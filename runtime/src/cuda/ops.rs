@@ -1,14 +1,11 @@
 //! The operations on CUDA buffers: each takes buffers with their layouts and returns a new
 //! C-contiguous buffer. Elementwise ops run the built-in kernels (`kernels.rs`); the rest are
-//! transfers, fills, casts, copies, reductions (a simple one-block-per-row kernel) and matrix
+//! transfers, fills, casts, copies, reductions (built-in reduction kernels) and matrix
 //! products (cuBLAS, or a plain kernel for integers and where cuBLAS is missing).
 
-use std::collections::HashMap;
 use std::ops::Deref;
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use kusari_kernels::reduction::{reduction, reduction_chunks, ReductionKind, REDUCTION_BLOCK};
-use kusari_kernels::ElementwiseDef;
+use kusari_kernels::{ElementwiseDef, ReductionDef};
 
 use super::device::{device, CudaDevice};
 use super::driver::{Gemm, GemmType};
@@ -17,8 +14,10 @@ use super::kernels::{
     float_unary_kernel, scalar_kernel, unary_kernel, COPY, GREATER_SCALAR, MATMUL, MUL_ADD,
     POW_SCALAR, WHERE,
 };
-use super::launch::{launch_on, launch_source, CudaRef, Loaded};
+use super::launch::{launch_on, CudaRef};
 use super::memory::CudaStorage;
+use super::reduction_launch::launch_reduction_on;
+use super::reductions::{MAX, MIN, SUM, SUM_INT32, SUM_INT64};
 use crate::cpu::CpuStorage;
 use crate::dtype::{with_dtype, Element};
 use crate::error::{Error, Result};
@@ -299,11 +298,10 @@ impl CudaStorage {
     /// Reduces the elements of `l` over `axes` (sorted, distinct), giving the kept axes in C
     /// order. Half-precision buffers are reduced in float32.
     ///
-    /// The reduced axes are moved last (a permuted copy), giving `[rows, len]`. Rows that alone
-    /// fill the device get one block each. Few long rows (`sum` or `mean` of everything, every
-    /// loss) are split: a first pass reduces chunks of each row in parallel into
-    /// `[rows, chunks]` partial results, and the row kernel reduces those, so a full reduction
-    /// uses every SM instead of one.
+    /// The reduction kernels are built-in `ReductionKernel`s (`reductions.rs`), launched as a
+    /// user's are: the input is read in place through its strides, and the launch is planned
+    /// from the shape (a thread, a warp or a block per output, or few long reductions split
+    /// across blocks with a second pass, so that a full reduction uses every SM).
     pub(crate) fn reduce(
         &self,
         op: &'static str,
@@ -321,38 +319,10 @@ impl CudaStorage {
                 .collect();
             return reduced.astype(&Layout::contiguous(&kept), self.dtype());
         }
-        let shape = l.shape();
-        let kept: Vec<usize> = (0..l.ndim()).filter(|x| !axes.contains(x)).collect();
-        let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
-        let rows: usize = kept.iter().map(|&x| shape[x]).product();
-        let len: usize = axes.iter().map(|&x| shape[x]).product();
-        let dev = device(self.ordinal(), "reduce")?;
-        let out = CudaStorage::alloc(&dev, rows, self.dtype())?;
-        if rows > 0 {
-            let (src, offset) = self.in_order(&l.permuted(&perm))?;
-            let mut input = src.ptr_at(offset);
-            let mut row_len = len;
-            let kind = reduction_kind(kind);
-            // Kept alive until the second pass has read it.
-            let mut partials = None;
-            if let Some(chunk) = chunk_for(rows, len, dev.sm_count() as usize) {
-                let chunks = len.div_ceil(chunk);
-                let p = CudaStorage::alloc(&dev, rows * chunks, self.dtype())?;
-                let first = reduction_function(&dev, kind, self.dtype(), true)?;
-                let grid = (rows * chunks).min(dev.sm_count() as usize * 32) as u32;
-                let mut values = [input, p.ptr_at(0), rows as u64, len as u64, chunk as u64];
-                first.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce (chunks)")?;
-                input = p.ptr_at(0);
-                row_len = chunks;
-                partials = Some(p);
-            }
-            let loaded = reduction_function(&dev, kind, self.dtype(), false)?;
-            let grid = rows.min(dev.sm_count() as usize * 32).max(1) as u32;
-            let mut values: [u64; 4] = [input, out.ptr_at(0), rows as u64, row_len as u64];
-            loaded.launch(&dev, grid, REDUCTION_BLOCK, &mut values, "reduce")?;
-            drop(partials);
-        }
-        Ok(out)
+        let def = builtin_reduction(kind, self.dtype());
+        let mut outputs =
+            launch_reduction_on(self.ordinal(), def, &[(self, l)], &[], l.shape(), axes)?;
+        Ok(outputs.remove(0))
     }
 
     /// The product of `self` [.., n, k] and `rhs` [.., k, m] with batch axes broadcast to
@@ -409,66 +379,6 @@ impl CudaStorage {
     }
 }
 
-fn reduction_kind(kind: Reduction) -> ReductionKind {
-    match kind {
-        Reduction::Sum => ReductionKind::Sum,
-        Reduction::Max => ReductionKind::Max,
-        Reduction::Min => ReductionKind::Min,
-    }
-}
-
-/// Elements each thread of a chunk folds, at least: below that a block's start-up and its tree
-/// cost more than its loads.
-const ELEMENTS_PER_THREAD: usize = 16;
-
-/// The chunk length that splits `rows` rows of `len` elements so that about eight blocks per SM
-/// (a full device: 8 x 256 threads per SM) have work, or `None` when the rows alone fill the
-/// device or are too short to split.
-pub(crate) fn chunk_for(rows: usize, len: usize, sm_count: usize) -> Option<usize> {
-    let wanted = sm_count.max(1) * 8;
-    let min_chunk = REDUCTION_BLOCK as usize * ELEMENTS_PER_THREAD;
-    if rows >= wanted || len < 2 * min_chunk {
-        return None;
-    }
-    let chunks = (wanted / rows).clamp(2, len / min_chunk);
-    Some(len.div_ceil(chunks))
-}
-
-fn reduction_function(
-    dev: &CudaDevice,
-    kind: ReductionKind,
-    dtype: DType,
-    chunked: bool,
-) -> Result<Arc<Loaded>> {
-    type Table = RwLock<HashMap<(ReductionKind, DType, bool, usize), Arc<Loaded>>>;
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    let table = TABLE.get_or_init(Default::default);
-    let key = (kind, dtype, chunked, dev.ordinal);
-    if let Some(l) = table
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
-    {
-        return Ok(l.clone());
-    }
-    let t = kusari_kernels::ScalarType::from(dtype);
-    let src = if chunked {
-        reduction_chunks(kind, t)
-    } else {
-        reduction(kind, t)
-    }
-    .map_err(|source| Error::Codegen {
-        kernel: "reduce".to_string(),
-        source: Box::new(source),
-    })?;
-    let l = launch_source(dev, "reduce", &src)?;
-    table
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(key, l.clone());
-    Ok(l)
-}
-
 fn gemm(
     dev: &CudaDevice,
     (a, a_offset): (&CudaStorage, usize),
@@ -506,4 +416,15 @@ fn gemm(
     // sizes on this device.
     let r = unsafe { dev.backend.gemm(&g) };
     dev.check(r, || format!("matmul (cuBLAS) on cuda:{}", dev.ordinal))
+}
+
+/// The reduction kernel of `kind` over `dtype` (one of int32, int64, float32, float64).
+fn builtin_reduction(kind: Reduction, dtype: DType) -> &'static ReductionDef {
+    match (kind, dtype) {
+        (Reduction::Sum, DType::I32) => &SUM_INT32,
+        (Reduction::Sum, DType::I64) => &SUM_INT64,
+        (Reduction::Sum, _) => &SUM,
+        (Reduction::Max, _) => &MAX,
+        (Reduction::Min, _) => &MIN,
+    }
 }

@@ -1,0 +1,66 @@
+//! The built-in reductions (`sum`, `max`, `min`; `mean` divides a sum) as reduction kernels
+//! (CuPy's `ReductionKernel`): the array operations reduce through the same planning, code and
+//! launch as a user's `ReductionKernel`. Pure definitions: the build without the `cuda` feature
+//! includes this file too, so that `kusari::array_reduction_kernels` is the same in every build.
+
+use kusari_kernels::ReductionDef;
+
+use crate::dtype::DType;
+
+/// Floating-point sums.
+pub(crate) const SUM: ReductionDef =
+    ReductionDef::new("kusari_sum", "T x", "T y", "x", "a + b", "y = a", Some("0"));
+/// int32 sums, which wrap on overflow (computed in `unsigned int`, where C defines it).
+pub(crate) const SUM_INT32: ReductionDef = ReductionDef::new(
+    "kusari_sum_int32",
+    "T x",
+    "T y",
+    "x",
+    "(T)((unsigned int)a + (unsigned int)b)",
+    "y = a",
+    Some("0"),
+);
+/// int64 sums, which wrap on overflow.
+pub(crate) const SUM_INT64: ReductionDef = ReductionDef::new(
+    "kusari_sum_int64",
+    "T x",
+    "T y",
+    "x",
+    "(T)((unsigned long long)a + (unsigned long long)b)",
+    "y = a",
+    Some("0"),
+);
+/// The maximum; a NaN (`b != b`) wins, and stays (`b > NaN` is false).
+pub(crate) const MAX: ReductionDef = ReductionDef::new(
+    "kusari_max",
+    "T x",
+    "T y",
+    "x",
+    "(b != b || b > a) ? b : a",
+    "y = a",
+    None,
+);
+/// The minimum; NaN propagates as in [`MAX`].
+pub(crate) const MIN: ReductionDef = ReductionDef::new(
+    "kusari_min",
+    "T x",
+    "T y",
+    "x",
+    "(b != b || b < a) ? b : a",
+    "y = a",
+    None,
+);
+
+/// The dtypes the built-in reductions run in on CUDA (half types are reduced in float32).
+const REDUCED_DTYPES: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];
+
+/// Every built-in reduction kernel with the dtypes it runs in, for a test to compile each.
+pub(crate) fn builtin_reductions() -> Vec<(ReductionDef, &'static [DType])> {
+    vec![
+        (SUM, &[DType::F32, DType::F64]),
+        (SUM_INT32, &[DType::I32]),
+        (SUM_INT64, &[DType::I64]),
+        (MAX, REDUCED_DTYPES),
+        (MIN, REDUCED_DTYPES),
+    ]
+}
