@@ -11,11 +11,9 @@
 //! - [`loop_plan`]: the loop a launch runs (its shape and the contiguous or strided variant), a
 //!   pure function of the inputs' shapes and contiguity.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
-//! - [`reduction`](mod@reduction): CUDA source for fixed row reductions (sum, max, min; the runtime
-//!   now reduces through [`reduction_kernel`] instead), a pure function of the
-//!   reduction and the element type.
-//! - [`reduction_kernel`]: a user's reduction kernel (CuPy's `ReductionKernel`): its definition
-//!   and checks, the plan of a launch from the shape, and its CUDA source.
+//! - [`reduction_kernel`]: a reduction kernel (CuPy's `ReductionKernel`; the runtime's own
+//!   `sum`, `max`, `min` and `mean` are ones too): its definition and checks, the plan of a
+//!   launch from the shape, and its CUDA source.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
 //! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
@@ -34,7 +32,6 @@ pub mod elementwise;
 pub mod grid;
 pub mod loop_plan;
 pub mod names;
-pub mod reduction;
 pub mod reduction_kernel;
 pub mod signature;
 pub mod stats;
@@ -42,7 +39,6 @@ pub mod upload;
 
 pub use compile_error::CompileError;
 pub use elementwise::{ArgumentError, ElementwiseDef, InvalidKernel};
-pub use reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
 pub use reduction_kernel::ReductionDef;
 
 pub use stats::KernelStats;

@@ -5,7 +5,6 @@ use kusari_kernels::codegen::{
     c_type, generate, CodegenError, IndexWidth, Indexing, BFLOAT16_PRELUDE, FLOAT16_PRELUDE,
     HALF_PRELUDE,
 };
-use kusari_kernels::reduction::{reduction, ReductionKind};
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
 fn check(name: &str, actual: &str) {
@@ -154,25 +153,4 @@ fn half_c_types_are_the_prelude_structs() {
     assert!(FLOAT16_PRELUDE.contains("float16(float f) : bits(kusari_f32_to_f16(f)) {}"));
     assert!(BFLOAT16_PRELUDE.contains("__uint_as_float(((unsigned int)bits) << 16)"));
     assert_eq!(HALF_PRELUDE, format!("{FLOAT16_PRELUDE}{BFLOAT16_PRELUDE}"));
-}
-
-#[test]
-fn reduction_source() {
-    let src = reduction(ReductionKind::Max, ScalarType::Float32).unwrap();
-    assert_eq!(src.entry, "kusari_reduce_max_float32");
-    check("reduce_max_float32.cu", &src.source);
-    let err = reduction(ReductionKind::Sum, ScalarType::Float16).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            CodegenError::UnsupportedType {
-                ty: ScalarType::Float16,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("float16"), "{err}");
-    let err = reduction(ReductionKind::Min, ScalarType::Bool).unwrap_err();
-    assert!(err.to_string().contains("bool"), "{err}");
 }

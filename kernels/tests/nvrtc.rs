@@ -8,7 +8,6 @@ use kusari_kernels::compile::{
     compile_binary, compile_binary_cached, compile_ptx, compile_ptx_cached, nvrtc_available,
     supported_archs, target_for, CompileError, Target, ELF_MAGIC,
 };
-use kusari_kernels::reduction::{reduction, ReductionKind, REDUCIBLE_TYPES};
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
 fn nvrtc_or_skip(test: &str) -> bool {
@@ -160,32 +159,6 @@ fn half_kernels_compile_without_cuda_headers() {
             }
         }
     }
-}
-
-#[test]
-fn all_twelve_reductions_compile_for_ampere_and_hopper() {
-    if !nvrtc_or_skip("all_twelve_reductions_compile_for_ampere_and_hopper") {
-        return;
-    }
-    let mut compiled = 0;
-    for kind in ReductionKind::ALL {
-        for t in REDUCIBLE_TYPES {
-            let src = reduction(kind, t).unwrap();
-            for arch in ["compute_80", "compute_90"] {
-                let ptx = compile_ptx(&src, arch).unwrap_or_else(|e| panic!("{e}"));
-                assert!(ptx.contains(&format!(".entry {}(", src.entry)), "{ptx}");
-                assert!(ptx.contains("bar.sync"), "the tree synchronises the block");
-            }
-            for (major, minor) in [(8, 0), (9, 0)] {
-                let (target, cubin) = compile_binary(&src, &target_for(major, minor))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(target, target_for(major, minor));
-                assert!(cubin.starts_with(ELF_MAGIC));
-            }
-            compiled += 1;
-        }
-    }
-    assert_eq!(compiled, 12);
 }
 
 fn muladd(t: ScalarType) -> KernelSource {
