@@ -13,6 +13,8 @@
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
 //! - [`reduction`](mod@reduction): CUDA source for row reductions (sum, max, min), a pure function of the
 //!   reduction and the element type.
+//! - [`raw`]: raw kernels (CuPy's `RawKernel`/`RawModule`): a user's own CUDA source with its
+//!   compile options, and the parser of its kernels' parameter lists that launches check against.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
 //! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
@@ -31,6 +33,7 @@ pub mod elementwise;
 pub mod grid;
 pub mod loop_plan;
 pub mod names;
+pub mod raw;
 pub mod reduction;
 pub mod signature;
 pub mod stats;
