@@ -30,6 +30,7 @@ mod kernels;
 mod launch;
 mod memory;
 mod ops;
+mod raw;
 
 pub use crate::device::DeviceProperties;
 pub use device::{
@@ -44,5 +45,6 @@ pub(crate) use device::check as check_device;
 pub(crate) use kernels::{builtin_kernels, source_for};
 pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
+pub(crate) use raw::{launch_raw, RawArg, RawLoads};
 
 pub use crate::device::host_fallback_count;

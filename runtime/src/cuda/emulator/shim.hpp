@@ -55,6 +55,17 @@ struct Fiber {
 
 enum { kMaxThreads = 1024, kStack = 256 * 1024, kPage = 4096 };
 
+// Dynamic shared memory (`extern __shared__`, which the emulator rewrites into a pointer to
+// this): one buffer per host thread, which runs one block at a time, of the most a launch may
+// ask for (MAX_DYNAMIC_SHARED in run.rs). Its address never changes, so a pointer taken once
+// per host thread stays right for every later block and launch.
+enum { kMaxDynamicShared = 48 * 1024 };
+
+static void* dynamic_shared() {
+  alignas(16) static thread_local unsigned char buffer[kMaxDynamicShared];
+  return buffer;
+}
+
 struct Worker {
   jmp_buf sched;
   Fiber* fibers[kMaxThreads];
@@ -271,8 +282,14 @@ static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 template <typename T> static inline T __ldg(const T* p) { return *p; }
 
 // Atomics: blocks run on several host threads at once, so these are real atomic operations.
+// T is deduced from the pointer alone: the value converts, as it does to CUDA's overloads
+// (`atomicAdd(&unsigned_counter, 1)`).
+namespace kusari_emu {
+template <typename T> struct same { typedef T type; };
+}
+#define KUSARI_VAL(T) typename kusari_emu::same<T>::type
 template <typename T>
-static inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline T atomicAdd(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 static inline float atomicAdd(float* p, float v) {
   unsigned int expected = __atomic_load_n((unsigned int*)p, __ATOMIC_RELAXED);
   for (;;) {
@@ -294,16 +311,16 @@ static inline double atomicAdd(double* p, double v) {
   }
 }
 template <typename T>
-static inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
+static inline T atomicSub(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
+static inline T atomicExch(T* p, KUSARI_VAL(T) v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicCAS(T* p, T compare, T v) {
+static inline T atomicCAS(T* p, KUSARI_VAL(T) compare, KUSARI_VAL(T) v) {
   __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return compare;
 }
 template <typename T>
-static inline T atomicMax(T* p, T v) {
+static inline T atomicMax(T* p, KUSARI_VAL(T) v) {
   T old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED,
                                                  __ATOMIC_RELAXED)) {
@@ -311,7 +328,7 @@ static inline T atomicMax(T* p, T v) {
   return old;
 }
 template <typename T>
-static inline T atomicMin(T* p, T v) {
+static inline T atomicMin(T* p, KUSARI_VAL(T) v) {
   T old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old > v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED,
                                                  __ATOMIC_RELAXED)) {
@@ -319,10 +336,11 @@ static inline T atomicMin(T* p, T v) {
   return old;
 }
 template <typename T>
-static inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
+static inline T atomicAnd(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+static inline T atomicOr(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+static inline T atomicXor(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+#undef KUSARI_VAL
 
 #line 1 "kernel"
