@@ -227,9 +227,13 @@ pub fn emulated_bytes_in_use() -> usize {
 
 /// A raw kernel's loaded functions: none in this build.
 #[derive(Default)]
-pub(crate) struct RawLoads;
+pub(crate) struct RawLoads {
+    _none: (),
+}
 
 /// One argument of a raw launch.
+// The fields are read by the CUDA backend's launch; this build launches nothing.
+#[allow(dead_code)]
 pub(crate) enum RawArg<'a> {
     /// A CUDA array (none can exist in this build).
     Array(CudaRef<'a>),

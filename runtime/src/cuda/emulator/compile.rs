@@ -116,8 +116,8 @@ fn in_directive(source: &str, at: usize) -> bool {
 
 /// The names of the `__global__` functions `source` defines, in order, each once (a prototype
 /// and its definition are one kernel). A template kernel has no address without its arguments,
-/// so it gets no entry point; nor does a kernel a macro declares, whose name is not in the
-/// text (launching it is an error that says so).
+/// so it gets no entry point. A kernel a macro declares is not in the text: see
+/// [`compile_cached`], which finds it in the preprocessor's output.
 pub(crate) fn kernel_names(source: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let mut from = 0;
@@ -255,6 +255,35 @@ fn failed(src: &KernelSource, log: String) -> CompileError {
     }
 }
 
+/// Whether a preprocessor line of `source` holds `__global__`: a macro that declares kernels,
+/// whose names only the preprocessor's output shows.
+fn declares_kernels_in_macros(source: &str) -> bool {
+    source
+        .match_indices("__global__")
+        .any(|(at, _)| in_directive(source, at))
+}
+
+/// `source` after the host preprocessor (without the shim, so `__global__` stays in the text),
+/// or nothing when it cannot be preprocessed (the compile then reports why).
+fn preprocessed(cxx: &str, source: &str) -> String {
+    let Ok(dir) = scratch_dir() else {
+        return String::new();
+    };
+    let path = dir.join("kernel.cpp");
+    let out = std::fs::write(&path, source).ok().and_then(|()| {
+        Command::new(cxx)
+            .args(["-E", "-P", "-std=c++17", "-x", "c++"])
+            .arg(&path)
+            .output()
+            .ok()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Some(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => String::new(),
+    }
+}
+
 /// A fresh private directory for one compile.
 fn scratch_dir() -> std::io::Result<PathBuf> {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -292,7 +321,9 @@ fn run_compiler(cxx: &str, src: &KernelSource, unit: &str) -> Result<Vec<u8>, Co
     result
 }
 
-/// `src` compiled for the emulated device, through `cache`.
+/// `src` compiled for the emulated device, through `cache`. The library exports an entry
+/// point for each kernel the source declares, those that macros declare included (found by
+/// running the host preprocessor, only for a source with `__global__` in a `#define`).
 pub(crate) fn compile_cached(
     src: &KernelSource,
     cache: &BinaryCache,
@@ -307,15 +338,6 @@ pub(crate) fn compile_cached(
         entry: src.entry.clone(),
         source: with_dynamic_shared(&src.source).map_err(|why| failed(src, why))?,
     };
-    let names = kernel_names(&src.source);
-    if names.is_empty() {
-        return Err(failed(
-            src,
-            "no `__global__ void name(...)` kernel found in the source text (the emulated device \
-             does not find kernels a macro declares)"
-                .to_string(),
-        ));
-    }
     let (cxx, identity) = host_compiler().map_err(|why| {
         failed(
             src,
@@ -325,6 +347,20 @@ pub(crate) fn compile_cached(
             ),
         )
     })?;
+    let mut names = kernel_names(&src.source);
+    if declares_kernels_in_macros(&src.source) {
+        for name in kernel_names(&preprocessed(&cxx, &host_src.source)) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(failed(
+            src,
+            "no `__global__ void name(...)` kernel found in the source".to_string(),
+        ));
+    }
     let unit = host_source(&host_src, &names);
     let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
     let key = CacheKey::new(&unit, &flags, (0, 0), &format!("emulator:{cxx}:{identity}"));
@@ -346,6 +382,10 @@ mod tests {
                    template <typename T> __global__ void t(T* x) {}\n\
                    #define K(n) \\\n  extern \"C\" __global__ void n(int x) {}\n";
         assert_eq!(kernel_names(src), ["a__contiguous_i32", "b", "d"]);
+        assert!(declares_kernels_in_macros(src));
+        assert!(!declares_kernels_in_macros(
+            "__global__ void k() {}\n#define N 4\n"
+        ));
         assert!(kernel_names("__device__ float f(float x) { return x; }").is_empty());
     }
 

@@ -111,11 +111,7 @@ impl Library {
     pub(crate) fn kernel(self: &Arc<Self>, name: &str) -> DriverResult<Kernel> {
         let missing = |e: String| {
             if e.starts_with("CUDA_ERROR_NOT_FOUND") {
-                format!(
-                    "CUDA_ERROR_NOT_FOUND: the module has no kernel named `{name}` (the emulated \
-                     device finds the kernels the source text declares as \
-                     `__global__ void {name}(..)`; it does not find kernels a macro declares)"
-                )
+                format!("CUDA_ERROR_NOT_FOUND: the module has no kernel named `{name}`")
             } else {
                 e
             }
