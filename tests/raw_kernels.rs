@@ -125,8 +125,17 @@ const BY_MACRO: &str = r#"
 FILL_KERNEL(fill_by_macro, float)
 "#;
 
-/// Every kernel source of this file with its options: each compiles with NVRTC too.
-const ALL: [(&str, &[&str]); 7] = [
+/// The README's module (its `RawKernel` section), as it is there.
+const README_MODULE: &str = "__device__ T twice(T v) { return v + v; }\n\
+     extern \"C\" __global__ void twice_all(T* x, int n) {\n\
+         int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+         if (i < n) x[i] = twice(x[i]);\n\
+     }";
+
+/// Every kernel source of this file with its options, and the README's: each compiles with
+/// NVRTC too.
+const ALL: [(&str, &[&str]); 8] = [
+    (README_MODULE, &["-DT=double"]),
     (SAXPY, &[]),
     (TRANSPOSE, &["-DTILE=16"]),
     (INDEX_3D, &[]),
@@ -666,5 +675,5 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
             }
         }
     }
-    assert_eq!(compiled, 2 * 8);
+    assert_eq!(compiled, 2 * 9);
 }

@@ -635,6 +635,41 @@ mod tests {
         assert_eq!(scalar_bits(CType::Bool, Scalar::from(true)), Some((1, 1)));
     }
 
+    /// The checks before any device is involved, in every build: with host arrays, a launch
+    /// whose arguments fit the declaration fails only because the arrays are on the host.
+    #[test]
+    fn arguments_are_checked_against_the_declaration_before_the_device() {
+        let k = RawKernel::new(
+            "extern \"C\" __global__ void k(const double* x, unsigned int n, bool flag) {}",
+            "k",
+        )
+        .unwrap();
+        let x = Array::zeros(&[3], DType::F64).unwrap();
+        let x32 = Array::zeros(&[3], DType::F32).unwrap();
+        let err = |args: &[KernelArg<'_>]| match k.launch(1, 1, args).unwrap_err() {
+            Error::KernelArguments { kernel, msg } => {
+                assert_eq!(kernel, "k");
+                msg
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(err(&[(&x).into()]).contains("takes 3 parameter(s)"));
+        assert!(err(&[(&x32).into(), 3.into(), true.into()])
+            .contains("parameter 0 `x` (declared `const double* x`) points to double, but argument 0 is a float32 array"));
+        assert!(err(&[(&x).into(), (-3).into(), true.into()]).contains(
+            "parameter 1 `n` (declared `unsigned int n`) cannot hold argument 1, -3 (int32)"
+        ));
+        assert!(err(&[(&x).into(), 3.into(), 1.into()])
+            .contains("parameter 2 `flag` (declared `bool flag`) cannot hold argument 2"));
+        assert!(err(&[(&x).into(), 3.into(), true.into()])
+            .contains("argument 0 is an array on the host (float64 [3])"));
+        assert!(err(&[(&x).into(), 3.into(), true.into()]).contains("to_device"));
+        let e = k
+            .launch(1, 2048, &[(&x).into(), 3.into(), true.into()])
+            .unwrap_err();
+        assert!(e.to_string().contains("2048 threads"), "{e}");
+    }
+
     #[test]
     fn dims_take_one_to_three_numbers() {
         assert_eq!(Dim3::from(5), Dim3([5, 1, 1]));
