@@ -134,7 +134,8 @@ const README_MODULE: &str = "__device__ T twice(T v) { return v + v; }\n\
 
 /// Every kernel source of this file with its options, and the README's: each compiles with
 /// NVRTC too.
-const ALL: [(&str, &[&str]); 8] = [
+const ALL: [(&str, &[&str]); 9] = [
+    (SHARED_SLOTS, &[]),
     (README_MODULE, &["-DT=double"]),
     (SAXPY, &[]),
     (TRANSPOSE, &["-DTILE=16"]),
@@ -402,6 +403,58 @@ fn a_kernel_declared_by_a_macro_runs_unchecked() {
         .launch(1, 8, &[(&out).into(), 2.5f64.into(), 5i32.into()])
         .unwrap_err();
     assert!(e.to_string().contains("wrong width"), "{e}");
+}
+
+/// Each thread writes its slot of dynamic shared memory.
+const SHARED_SLOTS: &str = r#"
+extern "C" __global__ void shared_slots(float* out) {
+    extern __shared__ float slots[];
+    slots[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = slots[blockDim.x - 1 - threadIdx.x];
+}
+"#;
+
+/// A kernel using dynamic shared memory launched without any: on the emulated device the
+/// access crashes (tested in a child process), where a GPU would read and write out of bounds.
+#[test]
+fn dynamic_shared_memory_the_launch_did_not_ask_for_crashes() {
+    if !emulated("dynamic_shared_memory_the_launch_did_not_ask_for_crashes") {
+        return;
+    }
+    let k = RawKernel::new(SHARED_SLOTS, "shared_slots").unwrap();
+    let out = on_gpu(&Array::zeros(&[256], DType::F32).unwrap());
+    if std::env::var_os("KUSARI_RAW_CHILD").is_some() {
+        let r = k.launch(1, 256, &[(&out).into()]);
+        println!("the launch without shared memory returned {r:?}");
+        return;
+    }
+    // With the bytes it needs, it runs.
+    k.launch_with_shared_mem(1, 256, 256 * 4, &[(&out).into()])
+        .unwrap();
+    let expected: Vec<f32> = (0..256).rev().map(|t| t as f32).collect();
+    assert_eq!(out.to_vec::<f32>().unwrap(), expected);
+    let (status, text) = run_test_in_child(
+        "dynamic_shared_memory_the_launch_did_not_ask_for_crashes",
+        "",
+        |c| {
+            c.env("KUSARI_RAW_CHILD", "1");
+        },
+    );
+    assert!(!status.success(), "the child passed:\n{text}");
+    assert!(
+        !text.contains("the launch without shared memory returned"),
+        "{text}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(11),
+            "expected SIGSEGV, got {status:?}:\n{text}"
+        );
+    }
 }
 
 fn delta(before: KernelStats, after: KernelStats) -> [usize; 4] {
@@ -675,5 +728,5 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
             }
         }
     }
-    assert_eq!(compiled, 2 * 9);
+    assert_eq!(compiled, 2 * 10);
 }

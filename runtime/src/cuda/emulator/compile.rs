@@ -416,6 +416,9 @@ mod tests {
         let e = with_dynamic_shared("extern __shared__ float s[][32];").unwrap_err();
         assert!(e.contains("`extern __shared__ float s[][32]`"), "{e}");
         assert!(with_dynamic_shared("extern __shared__ float s[]").is_err());
+        // The shim's buffer is as large as a launch may ask for.
+        assert_eq!(kusari_kernels::raw::MAX_DYNAMIC_SHARED_BYTES, 48 * 1024);
+        assert!(SHIM.contains("kMaxDynamicShared = 48 * 1024"));
     }
 
     #[test]

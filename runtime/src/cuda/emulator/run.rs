@@ -29,6 +29,7 @@ struct LaunchDesc {
     fibers: c_int,
     error: *mut c_char,
     error_len: usize,
+    shared_bytes: u64,
 }
 
 type LaunchFn = unsafe extern "C" fn(*mut *mut c_void, *mut LaunchDesc) -> c_int;
@@ -276,6 +277,7 @@ impl Kernel {
                 fibers,
                 error: error.as_mut_ptr(),
                 error_len: error.len(),
+                shared_bytes: u64::from(shared_bytes),
             };
             let shared = &shared;
             // SAFETY: the entry point reads each parameter with its declared type (the widths

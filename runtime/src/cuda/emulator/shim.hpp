@@ -43,6 +43,7 @@ struct Launch {
   int fibers;                      // 1 when the kernel uses __syncthreads
   char* error;                     // filled (NUL-terminated) on failure
   size_t error_len;
+  unsigned long long shared_bytes; // dynamic shared memory per block
 };
 
 struct Fiber {
@@ -54,17 +55,6 @@ struct Fiber {
 };
 
 enum { kMaxThreads = 1024, kStack = 256 * 1024, kPage = 4096 };
-
-// Dynamic shared memory (`extern __shared__`, which the emulator rewrites into a pointer to
-// this): one buffer per host thread, which runs one block at a time, of the most a launch may
-// ask for (MAX_DYNAMIC_SHARED in run.rs). Its address never changes, so a pointer taken once
-// per host thread stays right for every later block and launch.
-enum { kMaxDynamicShared = 48 * 1024 };
-
-static void* dynamic_shared() {
-  alignas(16) static thread_local unsigned char buffer[kMaxDynamicShared];
-  return buffer;
-}
 
 struct Worker {
   jmp_buf sched;
@@ -92,6 +82,43 @@ static void fail(const char* what) {
     worker.failed = 1;
     snprintf(worker.launch->error, worker.launch->error_len, "%s", what);
   }
+}
+
+// Dynamic shared memory (`extern __shared__`, which the emulator rewrites into a pointer to
+// this): one buffer per host thread, which runs one block at a time, as large as a launch may
+// ask for (MAX_DYNAMIC_SHARED in run.rs). Its address never changes, so a pointer taken once per
+// host thread stays right for every later block and launch. Each launch makes only the pages
+// its shared-memory bytes need accessible (poisoned, as fresh device memory is), so a kernel
+// reaching a page beyond them, or using dynamic shared memory launched without any, crashes.
+enum { kMaxDynamicShared = 48 * 1024 };
+static thread_local unsigned char* dynamic_buffer = nullptr;
+static thread_local size_t dynamic_open = 0;
+
+static void open_dynamic_shared(size_t bytes) {
+  const size_t open = (bytes + kPage - 1) / kPage * kPage;
+  if (open != dynamic_open) {
+    if (open) mprotect(dynamic_buffer, open, PROT_READ | PROT_WRITE);
+    if (open < kMaxDynamicShared)
+      mprotect(dynamic_buffer + open, kMaxDynamicShared - open, PROT_NONE);
+    dynamic_open = open;
+  }
+  memset(dynamic_buffer, 0xff, open);
+}
+
+static void* dynamic_shared() {
+  if (!dynamic_buffer) {
+    // With an inaccessible page after it.
+    void* mem = mmap(nullptr, kMaxDynamicShared + kPage, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+      fail("out of host memory for dynamic shared memory");
+      return nullptr;
+    }
+    dynamic_buffer = (unsigned char*)mem;
+    dynamic_open = 0;
+    open_dynamic_shared(worker.launch->shared_bytes);
+  }
+  return dynamic_buffer;
 }
 
 static void barrier() {
@@ -164,6 +191,7 @@ static void run_block_on_fibers(unsigned int nthreads) {
 
 static void run(Launch* l, void (*body)(void*), void* arg) {
   worker.launch = l;
+  if (dynamic_buffer) open_dynamic_shared(l->shared_bytes);
   worker.failed = 0;
   worker.body = body;
   worker.arg = arg;
