@@ -206,10 +206,7 @@ mod tests {
         assert_eq!(Scalar::from(2.5f32).to_dtype(DType::I32), None);
         assert_eq!(Scalar::from(f64::NAN).to_dtype(DType::I64), None);
         assert_eq!(Scalar::from(f64::INFINITY).to_dtype(DType::I64), None);
-        assert_eq!(
-            Scalar::from(2f64.powi(63)).to_dtype(DType::I64),
-            None
-        );
+        assert_eq!(Scalar::from(2f64.powi(63)).to_dtype(DType::I64), None);
         assert_eq!(
             Scalar::from(-(2f64.powi(63))).to_dtype(DType::I64),
             Some(Scalar::I64(i64::MIN))

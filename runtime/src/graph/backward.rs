@@ -144,13 +144,17 @@ struct ScratchBox(Option<Box<Scratch>>);
 impl std::ops::Deref for ScratchBox {
     type Target = Scratch;
     fn deref(&self) -> &Scratch {
-        self.0.as_deref().unwrap_or_else(|| unreachable!("the scratch is held until drop"))
+        self.0
+            .as_deref()
+            .unwrap_or_else(|| unreachable!("the scratch is held until drop"))
     }
 }
 
 impl std::ops::DerefMut for ScratchBox {
     fn deref_mut(&mut self) -> &mut Scratch {
-        self.0.as_deref_mut().unwrap_or_else(|| unreachable!("the scratch is held until drop"))
+        self.0
+            .as_deref_mut()
+            .unwrap_or_else(|| unreachable!("the scratch is held until drop"))
     }
 }
 
