@@ -23,7 +23,7 @@ LAYERS = [
     ("base", ["error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros"]),
     ("storage backends", ["op", "cpu", "cuda", "storage", "memory"]),
     ("config", ["config"]),
-    ("array", ["array", "kernel", "reduction_kernel"]),
+    ("array", ["array", "kernel", "reduction_kernel", "raw_kernel"]),
     ("graph", ["graph", "macro_support"]),
     ("functions", ["functions"]),
     ("links", ["link"]),

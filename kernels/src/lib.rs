@@ -14,6 +14,8 @@
 //! - [`reduction_kernel`]: a reduction kernel (CuPy's `ReductionKernel`; the runtime's own
 //!   `sum`, `max`, `min` and `mean` are ones too): its definition and checks, the plan of a
 //!   launch from the shape, and its CUDA source.
+//! - [`raw`]: raw kernels (CuPy's `RawKernel`/`RawModule`): a user's own CUDA source with its
+//!   compile options, and the parser of its kernels' parameter lists that launches check against.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
 //! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
@@ -32,6 +34,7 @@ pub mod elementwise;
 pub mod grid;
 pub mod loop_plan;
 pub mod names;
+pub mod raw;
 pub mod reduction_kernel;
 pub mod signature;
 pub mod stats;

@@ -240,6 +240,42 @@ pub fn emulated_bytes_in_use() -> usize {
     0
 }
 
+/// A raw kernel's loaded functions: none in this build.
+#[derive(Default)]
+pub(crate) struct RawLoads {
+    _none: (),
+}
+
+/// One argument of a raw launch.
+// The fields are read by the CUDA backend's launch; this build launches nothing.
+#[allow(dead_code)]
+pub(crate) enum RawArg<'a> {
+    /// A CUDA array (none can exist in this build).
+    Array(CudaRef<'a>),
+    /// A value and its width in bytes.
+    Value(u64, usize),
+}
+
+/// A raw launch's grid, block and dynamic shared memory bytes.
+pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);
+
+/// Launches a raw kernel: an error in this build.
+///
+/// # Safety
+/// None needed: nothing runs.
+pub(crate) unsafe fn launch_raw(
+    ordinal: usize,
+    src: &kusari_kernels::codegen::KernelSource,
+    _loads: &RawLoads,
+    _dims: RawDims,
+    _args: &[RawArg<'_>],
+) -> Result<()> {
+    Err(unavailable(&format!(
+        "raw kernel {} on cuda:{ordinal}",
+        src.entry
+    )))
+}
+
 pub(crate) fn check_device(device: Device, op: &str) -> Result<()> {
     match device {
         Device::Cpu => Ok(()),

@@ -37,6 +37,7 @@ mod op;
 mod ops_macros;
 pub mod prelude;
 pub mod random;
+mod raw_kernel;
 mod reduction_kernel;
 mod scalar;
 mod storage;
@@ -55,6 +56,7 @@ pub use graph::{
 pub use kernel::{array_kernels, ElementwiseKernel};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
+pub use raw_kernel::{Dim3, KernelArg, RawKernel, RawModule};
 pub use reduction_kernel::{array_reduction_kernels, ReductionKernel};
 pub use scalar::Scalar;
 // The derive and the trait share the name, as serde's do: `#[derive(Link)]` implements `Link`.

@@ -166,11 +166,34 @@ impl Loaded {
         args: &mut KernelArgs,
         op: &str,
     ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_shared(dev, grid, block, 0, args, op) }
+    }
+
+    /// [`Loaded::launch_dims`] with `shared_bytes` of dynamic shared memory per block.
+    ///
+    /// # Safety
+    /// As for [`Loaded::launch_args`].
+    pub(crate) unsafe fn launch_shared(
+        &self,
+        dev: &CudaDevice,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: &mut KernelArgs,
+        op: &str,
+    ) -> Result<()> {
         let (mut params, widths) = args.params();
         // SAFETY: the caller upholds the parameter contract; `args` outlives the launch.
         let r = unsafe {
-            dev.backend
-                .launch(&self.function, grid, block, 0, &mut params, &widths)
+            dev.backend.launch(
+                &self.function,
+                grid,
+                block,
+                shared_bytes,
+                &mut params,
+                &widths,
+            )
         };
         dev.check(r, || format!("launch {op} on cuda:{}", dev.ordinal))?;
         LAUNCHES.fetch_add(1, Ordering::Relaxed);

@@ -30,6 +30,7 @@ mod kernels;
 mod launch;
 mod memory;
 mod ops;
+mod raw;
 mod reduction_launch;
 mod reductions;
 
@@ -46,6 +47,7 @@ pub(crate) use device::check as check_device;
 pub(crate) use kernels::{builtin_kernels, source_for};
 pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
+pub(crate) use raw::{launch_raw, RawArg, RawLoads};
 pub(crate) use reduction_launch::launch_reduction_on;
 pub(crate) use reductions::builtin_reductions;
 

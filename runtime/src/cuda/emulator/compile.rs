@@ -96,15 +96,44 @@ fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// The names of the `__global__` functions `source` defines, in order.
+/// Whether position `at` of `source` lies on a preprocessor line (continuation lines included).
+fn in_directive(source: &str, at: usize) -> bool {
+    let mut start = source[..at].rfind('\n').map_or(0, |p| p + 1);
+    loop {
+        if source[start..].trim_start().starts_with('#') {
+            return true;
+        }
+        if start == 0 {
+            return false;
+        }
+        let prev_start = source[..start - 1].rfind('\n').map_or(0, |p| p + 1);
+        if !source[prev_start..start - 1].trim_end().ends_with('\\') {
+            return false;
+        }
+        start = prev_start;
+    }
+}
+
+/// The names of the `__global__` functions `source` defines, in order, each once (a prototype
+/// and its definition are one kernel). A template kernel has no address without its arguments,
+/// so it gets no entry point. A kernel a macro declares is not in the text: see
+/// [`compile_cached`], which finds it in the preprocessor's output.
 pub(crate) fn kernel_names(source: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = source;
-    while let Some(at) = rest.find("__global__") {
-        let after = &rest[at + "__global__".len()..];
-        let before_ok = rest[..at].chars().next_back().is_none_or(|c| !is_ident(c));
-        rest = after;
-        if !before_ok || after.chars().next().is_some_and(is_ident) {
+    let mut names: Vec<String> = Vec::new();
+    let mut from = 0;
+    while let Some(found) = source[from..].find("__global__") {
+        let at = from + found;
+        let after = &source[at + "__global__".len()..];
+        let before_ok = source[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !is_ident(c));
+        from = at + "__global__".len();
+        if !before_ok || after.chars().next().is_some_and(is_ident) || in_directive(source, at) {
+            continue;
+        }
+        let decl_start = source[..at].rfind([';', '{', '}']).map_or(0, |p| p + 1);
+        if source[decl_start..at].contains("template") {
             continue;
         }
         let after = after.trim_start();
@@ -119,7 +148,10 @@ pub(crate) fn kernel_names(source: &str) -> Vec<String> {
                 .trim_start();
         }
         let name: String = after.chars().take_while(|&c| is_ident(c)).collect();
-        if !name.is_empty() && after[name.len()..].trim_start().starts_with('(') {
+        if !name.is_empty()
+            && after[name.len()..].trim_start().starts_with('(')
+            && !names.contains(&name)
+        {
             names.push(name);
         }
     }
@@ -128,10 +160,6 @@ pub(crate) fn kernel_names(source: &str) -> Vec<String> {
 
 /// The first construct of `source` the emulated device cannot run, and what it is.
 pub(crate) fn not_emulated(source: &str) -> Option<(&'static str, &'static str)> {
-    if let Some(at) = source.find("extern __shared__") {
-        let _ = at;
-        return Some(("extern __shared__", "dynamic shared memory"));
-    }
     NOT_EMULATED.into_iter().find(|(name, _)| {
         source.match_indices(name).any(|(at, _)| {
             let before = source[..at].chars().next_back();
@@ -139,6 +167,64 @@ pub(crate) fn not_emulated(source: &str) -> Option<(&'static str, &'static str)>
             before.is_none_or(|c| !is_ident(c)) && after.is_none_or(|c| !is_ident(c))
         })
     })
+}
+
+/// `source` with each dynamic shared memory declaration, `extern __shared__ T name[];`, made a
+/// pointer to the running host thread's dynamic shared memory (`__shared__ T* const name =
+/// (T*)kusari_emu::dynamic_shared();`: one buffer per host thread, which runs one block at a
+/// time, as a static `__shared__` array is one per host thread), on as many lines as before.
+/// A declaration of another form is an error naming it.
+pub(crate) fn with_dynamic_shared(source: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(at) = rest.find("extern") {
+        let before_ok = rest[..at].chars().next_back().is_none_or(|c| !is_ident(c));
+        let after = &rest[at + "extern".len()..];
+        let shared = after.trim_start();
+        let is_decl = before_ok
+            && after.starts_with(char::is_whitespace)
+            && shared.starts_with("__shared__")
+            && !shared["__shared__".len()..].starts_with(is_ident);
+        if !is_decl {
+            out.push_str(&rest[..at + "extern".len()]);
+            rest = after;
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find(';') else {
+            return Err("an `extern __shared__` declaration has no `;`".to_string());
+        };
+        let decl = &rest[at..at + end];
+        let body = decl["extern".len()..].trim_start()["__shared__".len()..].trim();
+        let mut spec = body.to_string();
+        for attr in ["__align__", "alignas"] {
+            while let Some(a) = spec.find(attr) {
+                let close = spec[a..].find(')').map_or(spec.len(), |c| a + c + 1);
+                spec.replace_range(a..close, "");
+            }
+        }
+        let parsed = spec.trim().strip_suffix(']').and_then(|s| {
+            let s = s.trim_end().strip_suffix('[')?.trim_end();
+            let name_len = s.chars().rev().take_while(|&c| is_ident(c)).count();
+            let (ty, name) = s.split_at(s.len() - name_len);
+            let ty = ty.trim();
+            (!name.is_empty() && !ty.is_empty() && !ty.contains('[')).then_some((ty, name))
+        });
+        let Some((ty, name)) = parsed else {
+            return Err(format!(
+                "the emulated CUDA device reads dynamic shared memory declared as \
+                 `extern __shared__ T name[];`, not `{}`",
+                decl.split_whitespace().collect::<Vec<_>>().join(" ")
+            ));
+        };
+        out.push_str(&format!(
+            "__shared__ {ty}* const {name} = ({ty}*)kusari_emu::dynamic_shared();"
+        ));
+        out.extend(std::iter::repeat_n('\n', decl.matches('\n').count()));
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// The translation unit the host compiler builds: the shim, the kernel's source, and one entry
@@ -166,6 +252,35 @@ fn failed(src: &KernelSource, log: String) -> CompileError {
         arch: "the emulated device (host C++)".to_string(),
         log,
         numbered_source: src.numbered(),
+    }
+}
+
+/// Whether a preprocessor line of `source` holds `__global__`: a macro that declares kernels,
+/// whose names only the preprocessor's output shows.
+fn declares_kernels_in_macros(source: &str) -> bool {
+    source
+        .match_indices("__global__")
+        .any(|(at, _)| in_directive(source, at))
+}
+
+/// `source` after the host preprocessor (without the shim, so `__global__` stays in the text),
+/// or nothing when it cannot be preprocessed (the compile then reports why).
+fn preprocessed(cxx: &str, source: &str) -> String {
+    let Ok(dir) = scratch_dir() else {
+        return String::new();
+    };
+    let path = dir.join("kernel.cpp");
+    let out = std::fs::write(&path, source).ok().and_then(|()| {
+        Command::new(cxx)
+            .args(["-E", "-P", "-std=c++17", "-x", "c++"])
+            .arg(&path)
+            .output()
+            .ok()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Some(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => String::new(),
     }
 }
 
@@ -206,7 +321,9 @@ fn run_compiler(cxx: &str, src: &KernelSource, unit: &str) -> Result<Vec<u8>, Co
     result
 }
 
-/// `src` compiled for the emulated device, through `cache`.
+/// `src` compiled for the emulated device, through `cache`. The library exports an entry
+/// point for each kernel the source declares, those that macros declare included (found by
+/// running the host preprocessor, only for a source with `__global__` in a `#define`).
 pub(crate) fn compile_cached(
     src: &KernelSource,
     cache: &BinaryCache,
@@ -217,13 +334,10 @@ pub(crate) fn compile_cached(
             format!("the emulated CUDA device does not support {what} (`{name}`)"),
         ));
     }
-    let names = kernel_names(&src.source);
-    if names.is_empty() {
-        return Err(failed(
-            src,
-            "no `__global__ void name(...)` kernel found in the source".to_string(),
-        ));
-    }
+    let host_src = KernelSource {
+        entry: src.entry.clone(),
+        source: with_dynamic_shared(&src.source).map_err(|why| failed(src, why))?,
+    };
     let (cxx, identity) = host_compiler().map_err(|why| {
         failed(
             src,
@@ -233,7 +347,21 @@ pub(crate) fn compile_cached(
             ),
         )
     })?;
-    let unit = host_source(src, &names);
+    let mut names = kernel_names(&src.source);
+    if declares_kernels_in_macros(&src.source) {
+        for name in kernel_names(&preprocessed(&cxx, &host_src.source)) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(failed(
+            src,
+            "no `__global__ void name(...)` kernel found in the source".to_string(),
+        ));
+    }
+    let unit = host_source(&host_src, &names);
     let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
     let key = CacheKey::new(&unit, &flags, (0, 0), &format!("emulator:{cxx}:{identity}"));
     cache.get_or_compile(key, || run_compiler(&cxx, src, &unit))
@@ -249,23 +377,48 @@ mod tests {
                    __global__ void __launch_bounds__(256) b(int n) {}\n\
                    __device__ void not_a_kernel() {}\n\
                    // my__global__ void c() is not a kernel\n\
-                   extern \"C\" __global__\nvoid\nd (int n) {}\n";
+                   extern \"C\" __global__\nvoid\nd (int n) {}\n\
+                   extern \"C\" __global__ void d(int n);\n\
+                   template <typename T> __global__ void t(T* x) {}\n\
+                   #define K(n) \\\n  extern \"C\" __global__ void n(int x) {}\n";
         assert_eq!(kernel_names(src), ["a__contiguous_i32", "b", "d"]);
+        assert!(declares_kernels_in_macros(src));
+        assert!(!declares_kernels_in_macros(
+            "__global__ void k() {}\n#define N 4\n"
+        ));
         assert!(kernel_names("__device__ float f(float x) { return x; }").is_empty());
     }
 
     #[test]
-    fn warp_intrinsics_and_dynamic_shared_memory_are_named() {
+    fn warp_intrinsics_are_named() {
         assert_eq!(
             not_emulated("v = __shfl_down_sync(0xffffffff, v, 1);"),
             Some(("__shfl_down_sync", "warp shuffles"))
         );
-        assert_eq!(
-            not_emulated("extern __shared__ float buf[];"),
-            Some(("extern __shared__", "dynamic shared memory"))
-        );
         assert_eq!(not_emulated("my__shfl_sync_helper(1);"), None);
         assert_eq!(not_emulated("__syncthreads();"), None);
+    }
+
+    #[test]
+    fn dynamic_shared_memory_becomes_the_threads_buffer_on_the_same_lines() {
+        let src = "extern __shared__ float buf[];\n\
+                   __global__ void k() {\n  extern  __shared__ __align__(16)\n unsigned char raw [ ];\n\
+                   my_extern __shared__ int x; externally();\n}\n";
+        let out = with_dynamic_shared(src).unwrap();
+        assert_eq!(
+            out,
+            "__shared__ float* const buf = (float*)kusari_emu::dynamic_shared();\n\
+             __global__ void k() {\n  \
+             __shared__ unsigned char* const raw = (unsigned char*)kusari_emu::dynamic_shared();\n\n\
+             my_extern __shared__ int x; externally();\n}\n"
+        );
+        assert_eq!(out.lines().count(), src.lines().count());
+        let e = with_dynamic_shared("extern __shared__ float s[][32];").unwrap_err();
+        assert!(e.contains("`extern __shared__ float s[][32]`"), "{e}");
+        assert!(with_dynamic_shared("extern __shared__ float s[]").is_err());
+        // The shim's buffer is as large as a launch may ask for.
+        assert_eq!(kusari_kernels::raw::MAX_DYNAMIC_SHARED_BYTES, 48 * 1024);
+        assert!(SHIM.contains("kMaxDynamicShared = 48 * 1024"));
     }
 
     #[test]

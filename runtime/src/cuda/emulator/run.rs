@@ -29,6 +29,7 @@ struct LaunchDesc {
     fibers: c_int,
     error: *mut c_char,
     error_len: usize,
+    shared_bytes: u64,
 }
 
 type LaunchFn = unsafe extern "C" fn(*mut *mut c_void, *mut LaunchDesc) -> c_int;
@@ -161,6 +162,11 @@ pub(crate) struct Kernel {
     library: Arc<Library>,
 }
 
+/// The dynamic shared memory a block may have: CUDA's default limit (48 KiB), which a kernel
+/// raises on a GPU with `cudaFuncSetAttribute` (not emulated). The shim's per-thread buffer has
+/// this size (`kMaxDynamicShared` in `shim.hpp`).
+const MAX_DYNAMIC_SHARED: u32 = kusari_kernels::raw::MAX_DYNAMIC_SHARED_BYTES as u32;
+
 /// CUDA's limits on a launch (those of compute capability 9.0).
 fn check_dims(grid: [u32; 3], block: [u32; 3], shared_bytes: u32) -> DriverResult<()> {
     let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
@@ -179,9 +185,10 @@ fn check_dims(grid: [u32; 3], block: [u32; 3], shared_bytes: u32) -> DriverResul
             "CUDA_ERROR_INVALID_VALUE: grid {grid:?} exceeds the limits (2^31-1 x 65535 x 65535)"
         ));
     }
-    if shared_bytes > 0 {
+    if shared_bytes > MAX_DYNAMIC_SHARED {
         return Err(format!(
-            "the emulated CUDA device does not support dynamic shared memory ({shared_bytes} bytes asked)"
+            "CUDA_ERROR_INVALID_VALUE: {shared_bytes} bytes of dynamic shared memory exceed the \
+             {MAX_DYNAMIC_SHARED} bytes a block has"
         ));
     }
     Ok(())
@@ -270,6 +277,7 @@ impl Kernel {
                 fibers,
                 error: error.as_mut_ptr(),
                 error_len: error.len(),
+                shared_bytes: u64::from(shared_bytes),
             };
             let shared = &shared;
             // SAFETY: the entry point reads each parameter with its declared type (the widths

@@ -43,6 +43,7 @@ struct Launch {
   int fibers;                      // 1 when the kernel uses __syncthreads
   char* error;                     // filled (NUL-terminated) on failure
   size_t error_len;
+  unsigned long long shared_bytes; // dynamic shared memory per block
 };
 
 struct Fiber {
@@ -81,6 +82,43 @@ static void fail(const char* what) {
     worker.failed = 1;
     snprintf(worker.launch->error, worker.launch->error_len, "%s", what);
   }
+}
+
+// Dynamic shared memory (`extern __shared__`, which the emulator rewrites into a pointer to
+// this): one buffer per host thread, which runs one block at a time, as large as a launch may
+// ask for (MAX_DYNAMIC_SHARED in run.rs). Its address never changes, so a pointer taken once per
+// host thread stays right for every later block and launch. Each launch makes only the pages
+// its shared-memory bytes need accessible (poisoned, as fresh device memory is), so a kernel
+// reaching a page beyond them, or using dynamic shared memory launched without any, crashes.
+enum { kMaxDynamicShared = 48 * 1024 };
+static thread_local unsigned char* dynamic_buffer = nullptr;
+static thread_local size_t dynamic_open = 0;
+
+static void open_dynamic_shared(size_t bytes) {
+  const size_t open = (bytes + kPage - 1) / kPage * kPage;
+  if (open != dynamic_open) {
+    if (open) mprotect(dynamic_buffer, open, PROT_READ | PROT_WRITE);
+    if (open < kMaxDynamicShared)
+      mprotect(dynamic_buffer + open, kMaxDynamicShared - open, PROT_NONE);
+    dynamic_open = open;
+  }
+  memset(dynamic_buffer, 0xff, open);
+}
+
+static void* dynamic_shared() {
+  if (!dynamic_buffer) {
+    // With an inaccessible page after it.
+    void* mem = mmap(nullptr, kMaxDynamicShared + kPage, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+      fail("out of host memory for dynamic shared memory");
+      return nullptr;
+    }
+    dynamic_buffer = (unsigned char*)mem;
+    dynamic_open = 0;
+    open_dynamic_shared(worker.launch->shared_bytes);
+  }
+  return dynamic_buffer;
 }
 
 static void barrier() {
@@ -153,6 +191,7 @@ static void run_block_on_fibers(unsigned int nthreads) {
 
 static void run(Launch* l, void (*body)(void*), void* arg) {
   worker.launch = l;
+  if (dynamic_buffer) open_dynamic_shared(l->shared_bytes);
   worker.failed = 0;
   worker.body = body;
   worker.arg = arg;
@@ -271,8 +310,14 @@ static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 template <typename T> static inline T __ldg(const T* p) { return *p; }
 
 // Atomics: blocks run on several host threads at once, so these are real atomic operations.
+// T is deduced from the pointer alone: the value converts, as it does to CUDA's overloads
+// (`atomicAdd(&unsigned_counter, 1)`).
+namespace kusari_emu {
+template <typename T> struct same { typedef T type; };
+}
+#define KUSARI_VAL(T) typename kusari_emu::same<T>::type
 template <typename T>
-static inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline T atomicAdd(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 static inline float atomicAdd(float* p, float v) {
   unsigned int expected = __atomic_load_n((unsigned int*)p, __ATOMIC_RELAXED);
   for (;;) {
@@ -294,16 +339,16 @@ static inline double atomicAdd(double* p, double v) {
   }
 }
 template <typename T>
-static inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
+static inline T atomicSub(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
+static inline T atomicExch(T* p, KUSARI_VAL(T) v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicCAS(T* p, T compare, T v) {
+static inline T atomicCAS(T* p, KUSARI_VAL(T) compare, KUSARI_VAL(T) v) {
   __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return compare;
 }
 template <typename T>
-static inline T atomicMax(T* p, T v) {
+static inline T atomicMax(T* p, KUSARI_VAL(T) v) {
   T old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED,
                                                  __ATOMIC_RELAXED)) {
@@ -311,7 +356,7 @@ static inline T atomicMax(T* p, T v) {
   return old;
 }
 template <typename T>
-static inline T atomicMin(T* p, T v) {
+static inline T atomicMin(T* p, KUSARI_VAL(T) v) {
   T old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old > v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED,
                                                  __ATOMIC_RELAXED)) {
@@ -319,10 +364,11 @@ static inline T atomicMin(T* p, T v) {
   return old;
 }
 template <typename T>
-static inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
+static inline T atomicAnd(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+static inline T atomicOr(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 template <typename T>
-static inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+static inline T atomicXor(T* p, KUSARI_VAL(T) v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+#undef KUSARI_VAL
 
 #line 1 "kernel"

@@ -1,0 +1,986 @@
+//! Raw kernels (CuPy's `RawKernel` and `RawModule`): a user's own CUDA source, as a pure
+//! function of strings, with no GPU.
+//!
+//! - [`raw_source`]: the translation unit compiled for a source and its options: `-D`/`-U`
+//!   options as `#define`/`#undef` lines, then `#line 1 "<label>"` so that compiler logs number
+//!   the user's lines as the user does.
+//! - [`parse_kernels`]: the `__global__` functions a source declares, with their parameter
+//!   lists read as C declarations, so that a launch can check its arguments against them.
+//!
+//! The parser reads what a kernel's parameter list usually holds: the built-in arithmetic types
+//! (`bool`, `char`, `short`, `int`, `long`, `long long`, `unsigned ...`, `float`, `double`), the
+//! fixed-width and size types (`int32_t`, `uint64_t`, `size_t`, `ptrdiff_t`, ...), the half
+//! types (`half`, `__half`, `__nv_bfloat16`), pointers and arrays of them, the qualifiers
+//! `const`, `volatile`, `__restrict__` and `__grid_constant__`, and names that simple
+//! `#define NAME type`, `typedef type NAME;` or `using NAME = type;` lines (or `-D` options) give
+//! a type. What it cannot read is [`RawParamType::Unknown`] (a by-value struct, a template
+//! argument), whose argument is then passed unchecked, or a pointer of unknown pointee, which
+//! takes any array. A kernel declared by a macro or a template is not found at all, and its
+//! launches are not checked.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::codegen::KernelSource;
+use crate::names::is_c_identifier;
+use crate::signature::ScalarType;
+
+/// A scalar C type of a kernel parameter (LP64: `long` is 8 bytes, as NVRTC has it on Linux).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CType {
+    /// `bool`
+    Bool,
+    /// A signed integer of this many bytes (`char` counts as signed).
+    Int(u8),
+    /// An unsigned integer of this many bytes.
+    UInt(u8),
+    /// `half` / `__half`
+    Half,
+    /// `__nv_bfloat16`
+    BFloat16,
+    /// `float`
+    Float,
+    /// `double`
+    Double,
+}
+
+impl CType {
+    /// Its size in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            CType::Bool => 1,
+            CType::Int(b) | CType::UInt(b) => usize::from(b),
+            CType::Half | CType::BFloat16 => 2,
+            CType::Float => 4,
+            CType::Double => 8,
+        }
+    }
+
+    /// The element type an array of this C type holds, where kusari has one (`unsigned int`,
+    /// `short` and `char` have none).
+    pub fn scalar_type(self) -> Option<ScalarType> {
+        match self {
+            CType::Bool => Some(ScalarType::Bool),
+            CType::Int(4) => Some(ScalarType::Int32),
+            CType::Int(8) => Some(ScalarType::Int64),
+            CType::Half => Some(ScalarType::Float16),
+            CType::BFloat16 => Some(ScalarType::BFloat16),
+            CType::Float => Some(ScalarType::Float32),
+            CType::Double => Some(ScalarType::Float64),
+            CType::Int(_) | CType::UInt(_) => None,
+        }
+    }
+
+    /// Whether a pointer to this type may address an array of `dtype`: the same type, an
+    /// integer of the same width whatever its signedness, or bytes (`char`, `unsigned char`),
+    /// which address anything.
+    pub fn addresses(self, dtype: ScalarType) -> bool {
+        match self {
+            CType::Int(1) | CType::UInt(1) => true,
+            CType::Int(b) | CType::UInt(b) => {
+                matches!((b, dtype), (4, ScalarType::Int32) | (8, ScalarType::Int64))
+            }
+            t => t.scalar_type() == Some(dtype),
+        }
+    }
+}
+
+impl fmt::Display for CType {
+    /// The type's usual C spelling.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CType::Bool => "bool",
+            CType::Int(1) => "char",
+            CType::Int(2) => "short",
+            CType::Int(4) => "int",
+            CType::Int(_) => "long long",
+            CType::UInt(1) => "unsigned char",
+            CType::UInt(2) => "unsigned short",
+            CType::UInt(4) => "unsigned int",
+            CType::UInt(_) => "unsigned long long",
+            CType::Half => "half",
+            CType::BFloat16 => "__nv_bfloat16",
+            CType::Float => "float",
+            CType::Double => "double",
+        })
+    }
+}
+
+/// What a kernel parameter is, as far as the parser can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawParamType {
+    /// A pointer (or an array parameter, which is one), to a known scalar type or, `None`, to
+    /// `void`, a pointer, a struct or a type the parser does not know.
+    Pointer(Option<CType>),
+    /// A scalar passed by value.
+    Scalar(CType),
+    /// A by-value parameter of a type the parser does not know (a struct, a template argument,
+    /// a macro it cannot expand): its argument is not checked.
+    Unknown,
+}
+
+/// One parameter of a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawParam {
+    /// Its name, if it has one.
+    pub name: Option<String>,
+    /// Its type.
+    pub ty: RawParamType,
+    /// The declaration as written (whitespace normalised), for messages.
+    pub decl: String,
+}
+
+/// A `__global__` function of a source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawFunction {
+    /// Its name.
+    pub name: String,
+    /// Whether it is declared `extern "C"` (directly or in an `extern "C" { .. }` block): only
+    /// then does the compiled module know it by this name.
+    pub extern_c: bool,
+    /// Its parameters, in order.
+    pub params: Vec<RawParam>,
+}
+
+/// A source or options a raw kernel cannot be made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawSourceError(pub String);
+
+impl fmt::Display for RawSourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RawSourceError {}
+
+/// The `#define` / `#undef` lines of compile options. Accepted: `-DNAME`, `-DNAME=VALUE`,
+/// `-D NAME=VALUE` (two options), `--define-macro=NAME=VALUE`, `-UNAME`, `-U NAME` and
+/// `--undefine-macro=NAME`, as NVRTC reads them (`-DNAME` defines `NAME` as `1`). They are
+/// applied as lines of the source, so that the emulated device and the caches see them too.
+/// Any other option is an error, as is a name that is no C identifier or a value with a line
+/// break.
+///
+/// ```
+/// use kusari_kernels::raw::option_lines;
+/// let lines = option_lines(&["-DBLOCK=256".into(), "-DFAST".into(), "-UOLD".into()]).unwrap();
+/// assert_eq!(lines, "#define BLOCK 256\n#define FAST 1\n#undef OLD\n");
+/// assert!(option_lines(&["--use_fast_math".into()]).is_err());
+/// ```
+pub fn option_lines(options: &[String]) -> Result<String, RawSourceError> {
+    let mut out = String::new();
+    let mut iter = options.iter().map(|o| o.trim());
+    while let Some(opt) = iter.next() {
+        let mut separate = |flag: &str| {
+            iter.next().map(str::to_string).ok_or_else(|| {
+                RawSourceError(format!("compile option `{flag}` needs a macro name"))
+            })
+        };
+        let (define, arg) = if let Some(rest) = opt.strip_prefix("--define-macro=") {
+            (true, rest.to_string())
+        } else if let Some(rest) = opt.strip_prefix("--undefine-macro=") {
+            (false, rest.to_string())
+        } else if opt == "-D" {
+            (true, separate(opt)?)
+        } else if opt == "-U" {
+            (false, separate(opt)?)
+        } else if let Some(rest) = opt.strip_prefix("-D") {
+            (true, rest.to_string())
+        } else if let Some(rest) = opt.strip_prefix("-U") {
+            (false, rest.to_string())
+        } else {
+            return Err(RawSourceError(format!(
+                "compile option `{opt}` is not supported: a raw kernel takes macro definitions \
+                 (`-DNAME`, `-DNAME=VALUE`, `--define-macro=NAME=VALUE`) and removals (`-UNAME`, \
+                 `--undefine-macro=NAME`)"
+            )));
+        };
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) if define => (n.trim(), Some(v.trim())),
+            _ => (arg.trim(), None),
+        };
+        if !is_c_identifier(name) {
+            return Err(RawSourceError(format!(
+                "compile option `{opt}`: `{name}` is not a macro name (a C identifier)"
+            )));
+        }
+        if value.is_some_and(|v| v.contains(['\n', '\r', '\0'])) {
+            return Err(RawSourceError(format!(
+                "compile option `{opt}`: a macro value may not hold a line break or a NUL"
+            )));
+        }
+        match (define, value) {
+            (true, Some(v)) => out.push_str(&format!("#define {name} {v}\n")),
+            (true, None) => out.push_str(&format!("#define {name} 1\n")),
+            (false, _) => out.push_str(&format!("#undef {name}\n")),
+        }
+    }
+    Ok(out)
+}
+
+/// The translation unit of `code` compiled with `options` ([`option_lines`]): the options'
+/// lines, `#line 1 "<label>"`, then the code, so that compiler messages give the code's own
+/// line numbers under `label`. `entry` is the kernel the source is compiled for (the label of
+/// NVRTC's program); a module's kernels share one source and one binary.
+///
+/// ```
+/// use kusari_kernels::raw::raw_source;
+/// let src = raw_source("scale", "k", "__global__ void k() {}", &["-DN=4".into()]).unwrap();
+/// assert_eq!(src.source, "#define N 4\n#line 1 \"scale\"\n__global__ void k() {}\n");
+/// assert_eq!(src.entry, "k");
+/// ```
+pub fn raw_source(
+    label: &str,
+    entry: &str,
+    code: &str,
+    options: &[String],
+) -> Result<KernelSource, RawSourceError> {
+    if code.contains('\0') {
+        return Err(RawSourceError("the source contains a NUL byte".into()));
+    }
+    let mut source = option_lines(options)?;
+    source.push_str(&format!("#line 1 \"{label}\"\n"));
+    source.push_str(code);
+    if !code.ends_with('\n') {
+        source.push('\n');
+    }
+    Ok(KernelSource {
+        entry: entry.to_string(),
+        source,
+    })
+}
+
+/// `source` ([`raw_source`]'s) with the user's code numbered as the user numbers it, and the
+/// lines before it (the options' `#define`s) unnumbered: what a compile error shows.
+pub fn numbered_user_source(source: &str) -> String {
+    let mut out = String::new();
+    let mut line: Option<usize> = None;
+    for l in source.lines() {
+        match line {
+            Some(n) => {
+                out.push_str(&format!("{n:4} | {l}\n"));
+                line = Some(n + 1);
+            }
+            None => {
+                out.push_str(&format!("     | {l}\n"));
+                if l.starts_with("#line 1 ") {
+                    line = Some(1);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Most threads a block may have.
+pub const MAX_BLOCK_THREADS: u64 = 1024;
+/// Largest block dimensions (x, y, z).
+pub const MAX_BLOCK_DIMS: [u32; 3] = [1024, 1024, 64];
+/// Largest grid dimensions (x, y, z).
+pub const MAX_GRID_DIMS: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+/// Most dynamic shared memory a launch may ask for: CUDA's default limit per block, 48 KiB (a
+/// kernel raises it on a GPU with `cudaFuncSetAttribute`, which kusari does not call).
+pub const MAX_DYNAMIC_SHARED_BYTES: usize = 48 * 1024;
+
+/// Checks a launch's grid, block and dynamic shared memory against CUDA's limits (those of
+/// every device since compute capability 3.0), saying which is exceeded and by what.
+///
+/// ```
+/// use kusari_kernels::raw::check_launch;
+/// assert!(check_launch([4, 1, 1], [256, 1, 1], 0).is_ok());
+/// let e = check_launch([1, 1, 1], [64, 32, 1], 0).unwrap_err();
+/// assert!(e.contains("2048 threads"), "{e}");
+/// ```
+pub fn check_launch(grid: [u32; 3], block: [u32; 3], shared_bytes: usize) -> Result<(), String> {
+    let show = |d: [u32; 3]| format!("({}, {}, {})", d[0], d[1], d[2]);
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(format!(
+            "grid {} and block {} must have no zero dimension",
+            show(grid),
+            show(block)
+        ));
+    }
+    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
+    if threads > MAX_BLOCK_THREADS {
+        return Err(format!(
+            "block {} has {threads} threads; a block has at most {MAX_BLOCK_THREADS}",
+            show(block)
+        ));
+    }
+    for (what, dims, max) in [
+        ("block", block, MAX_BLOCK_DIMS),
+        ("grid", grid, MAX_GRID_DIMS),
+    ] {
+        if let Some(axis) = (0..3).find(|&a| dims[a] > max[a]) {
+            return Err(format!(
+                "{what} {} exceeds the largest {what} {} in {}",
+                show(dims),
+                show(max),
+                ["x", "y", "z"][axis]
+            ));
+        }
+    }
+    if shared_bytes > MAX_DYNAMIC_SHARED_BYTES {
+        return Err(format!(
+            "{shared_bytes} bytes of dynamic shared memory exceed the {MAX_DYNAMIC_SHARED_BYTES} \
+             bytes (48 KiB) a block has by default"
+        ));
+    }
+    Ok(())
+}
+
+/// A token of the source: an identifier or number, a string literal, or one punctuation
+/// character (`::` is one token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Str(String),
+    Punct(char),
+    /// The end of a preprocessor line.
+    LineEnd,
+}
+
+/// The source without comments, as tokens; preprocessor lines are kept, each closed by
+/// [`Token::LineEnd`] after its `#`.
+fn tokens(source: &str) -> Vec<Token> {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut in_directive = false;
+    let mut line_start = true;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\n' {
+            if in_directive && !(i > 0 && chars[i - 1] == '\\') {
+                out.push(Token::LineEnd);
+                in_directive = false;
+            }
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c == '/' && chars.get(i + 1) == Some(&'/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && chars.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                i += 1;
+            }
+            i += 2;
+            continue;
+        }
+        let at_line_start = line_start;
+        line_start = false;
+        if c == '#' && at_line_start {
+            in_directive = true;
+            out.push(Token::Punct('#'));
+            i += 1;
+        } else if c == '"' || c == '\'' {
+            let mut s = String::new();
+            i += 1;
+            while i < chars.len() && chars[i] != c && chars[i] != '\n' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                if let Some(&ch) = chars.get(i) {
+                    s.push(ch);
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push(Token::Str(s));
+        } else if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
+                i += 1;
+            }
+            out.push(Token::Word(chars[start..i].iter().collect()));
+        } else {
+            out.push(Token::Punct(c));
+            i += 1;
+        }
+    }
+    if in_directive {
+        out.push(Token::LineEnd);
+    }
+    out
+}
+
+fn word(t: &Token) -> Option<&str> {
+    match t {
+        Token::Word(w) => Some(w),
+        _ => None,
+    }
+}
+
+/// Words that qualify a parameter's type without changing what it is.
+const QUALIFIERS: &[&str] = &[
+    "const",
+    "volatile",
+    "__restrict__",
+    "__restrict",
+    "restrict",
+    "__grid_constant__",
+    "struct",
+    "class",
+    "std",
+];
+
+/// The words of the built-in arithmetic types.
+const TYPE_WORDS: &[&str] = &[
+    "bool", "char", "short", "int", "long", "signed", "unsigned", "float", "double", "void",
+];
+
+/// Named types the parser knows.
+fn named_type(name: &str) -> Option<CType> {
+    Some(match name {
+        "int8_t" => CType::Int(1),
+        "uint8_t" => CType::UInt(1),
+        "int16_t" => CType::Int(2),
+        "uint16_t" => CType::UInt(2),
+        "int32_t" => CType::Int(4),
+        "uint32_t" | "uint" => CType::UInt(4),
+        "int64_t" | "ptrdiff_t" | "ssize_t" | "intptr_t" | "longlong" => CType::Int(8),
+        "uint64_t" | "size_t" | "uintptr_t" | "ulonglong" => CType::UInt(8),
+        "half" | "__half" => CType::Half,
+        "__nv_bfloat16" | "nv_bfloat16" => CType::BFloat16,
+        _ => return None,
+    })
+}
+
+/// The type the built-in type words `words` spell (`unsigned long long`, `float`, ...);
+/// `Err(())` for `void`, `None` for a combination that is no type.
+fn builtin_type(words: &[&str]) -> Option<Result<CType, ()>> {
+    let count = |w: &str| words.iter().filter(|&&x| x == w).count();
+    let unsigned = count("unsigned") > 0;
+    let longs = count("long");
+    if words == ["void"] {
+        return Some(Err(()));
+    }
+    let t = if count("bool") == 1 && words.len() == 1 {
+        CType::Bool
+    } else if count("float") == 1 && words.len() == 1 {
+        CType::Float
+    } else if count("double") == 1 && words.len() - longs == 1 {
+        CType::Double
+    } else {
+        if count("float") + count("double") + count("bool") + count("void") > 0 {
+            return None;
+        }
+        let bytes = if count("char") == 1 {
+            1
+        } else if count("short") == 1 {
+            2
+        } else if longs > 0 {
+            8
+        } else {
+            4
+        };
+        if unsigned {
+            CType::UInt(bytes)
+        } else {
+            CType::Int(bytes)
+        }
+    };
+    Some(Ok(t))
+}
+
+/// The types of names that `#define NAME words`, `typedef words NAME;` and `using NAME =
+/// words;` give, as the words.
+fn aliases(toks: &[Token]) -> HashMap<String, Vec<String>> {
+    let mut map = HashMap::new();
+    let mut i = 0;
+    let words_until = |from: usize, end: &dyn Fn(&Token) -> bool| -> Option<(Vec<String>, usize)> {
+        let mut ws = Vec::new();
+        let mut j = from;
+        while j < toks.len() && !end(&toks[j]) {
+            match &toks[j] {
+                Token::Word(w) => ws.push(w.clone()),
+                Token::Punct('*') => ws.push("*".into()),
+                _ => return None,
+            }
+            j += 1;
+        }
+        Some((ws, j))
+    };
+    while i < toks.len() {
+        match (&toks[i], toks.get(i + 1), toks.get(i + 2)) {
+            (Token::Punct('#'), Some(Token::Word(d)), Some(Token::Word(name))) if d == "define" => {
+                let after_name = toks.get(i + 3);
+                if after_name != Some(&Token::Punct('(')) {
+                    if let Some((ws, _)) = words_until(i + 3, &|t| *t == Token::LineEnd) {
+                        if !ws.is_empty() {
+                            map.insert(name.clone(), ws);
+                        }
+                    }
+                }
+            }
+            (Token::Word(t), _, _) if t == "typedef" => {
+                if let Some((mut ws, _)) = words_until(i + 1, &|t| *t == Token::Punct(';')) {
+                    if let Some(name) = ws.pop().filter(|n| n != "*") {
+                        map.insert(name, ws);
+                    }
+                }
+            }
+            (Token::Word(u), Some(Token::Word(name)), Some(Token::Punct('='))) if u == "using" => {
+                if let Some((ws, _)) = words_until(i + 3, &|t| *t == Token::Punct(';')) {
+                    map.insert(name.clone(), ws);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    map
+}
+
+/// One parameter's declaration, from its tokens.
+fn parse_param(toks: &[Token], aliases: &HashMap<String, Vec<String>>) -> RawParam {
+    let decl = toks
+        .iter()
+        .map(|t| match t {
+            Token::Word(w) => w.clone(),
+            Token::Str(s) => format!("\"{s}\""),
+            Token::Punct(c) => c.to_string(),
+            Token::LineEnd => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" *", "*")
+        .replace("[ ]", "[]")
+        .replace(" [", "[");
+    let unknown = |name: Option<String>| RawParam {
+        name,
+        ty: RawParamType::Unknown,
+        decl: decl.clone(),
+    };
+    let mut depth = 0usize;
+    let mut words: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i] {
+            Token::Word(w) if w == "__align__" || w == "alignas" => {
+                // Skip the parenthesised argument.
+                while i < toks.len() && toks[i] != Token::Punct(')') {
+                    i += 1;
+                }
+            }
+            Token::Word(w) if QUALIFIERS.contains(&w.as_str()) => {}
+            Token::Word(w) => words.push(w.clone()),
+            Token::Punct('*') => {
+                depth += 1;
+                // Qualifiers between stars belong to the pointer.
+            }
+            Token::Punct('[') => {
+                depth += 1;
+                while i < toks.len() && toks[i] != Token::Punct(']') {
+                    i += 1;
+                }
+            }
+            Token::Punct(':') => {}
+            // A default argument ends what matters.
+            Token::Punct('=') => break,
+            // References, templates and function pointers are beyond this parser.
+            _ => return unknown(None),
+        }
+        i += 1;
+    }
+    // The name: a last word that is not a type word, after some type.
+    let name = match words.last() {
+        Some(last)
+            if words.len() >= 2
+                && !TYPE_WORDS.contains(&last.as_str())
+                && named_type(last).is_none() =>
+        {
+            words.pop()
+        }
+        _ => None,
+    };
+    // Expand aliases (a few levels: `#define real float_t`, `typedef float float_t;`).
+    for _ in 0..4 {
+        if let [only] = &words[..] {
+            if let Some(expansion) = aliases.get(only) {
+                let mut expanded: Vec<String> = Vec::new();
+                for w in expansion {
+                    if w == "*" {
+                        depth += 1;
+                    } else if !QUALIFIERS.contains(&w.as_str()) {
+                        expanded.push(w.clone());
+                    }
+                }
+                words = expanded;
+            }
+        }
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    let base: Option<Result<CType, ()>> = match refs[..] {
+        [] => None,
+        [one] if named_type(one).is_some() => named_type(one).map(Ok),
+        _ if refs.iter().all(|w| TYPE_WORDS.contains(w)) => builtin_type(&refs),
+        _ => None,
+    };
+    let ty = match (depth, base) {
+        (0, Some(Ok(t))) => RawParamType::Scalar(t),
+        (0, Some(Err(()))) | (0, None) => return unknown(name),
+        (1, Some(Ok(t))) => RawParamType::Pointer(Some(t)),
+        _ => RawParamType::Pointer(None),
+    };
+    RawParam { name, ty, decl }
+}
+
+/// The `__global__` functions `source` declares or defines, in order of first appearance (a
+/// prototype and its definition count once), with their parameters. A kernel declared by a
+/// macro, or a template, is not among them.
+///
+/// ```
+/// use kusari_kernels::raw::{parse_kernels, CType, RawParamType};
+/// let k = parse_kernels(
+///     "extern \"C\" __global__ void saxpy(float a, const float* __restrict__ x, float* y, \
+///      size_t n) {}",
+/// );
+/// assert_eq!(k[0].name, "saxpy");
+/// assert!(k[0].extern_c);
+/// let types: Vec<_> = k[0].params.iter().map(|p| p.ty).collect();
+/// assert_eq!(
+///     types,
+///     [
+///         RawParamType::Scalar(CType::Float),
+///         RawParamType::Pointer(Some(CType::Float)),
+///         RawParamType::Pointer(Some(CType::Float)),
+///         RawParamType::Scalar(CType::UInt(8)),
+///     ]
+/// );
+/// assert_eq!(k[0].params[1].name.as_deref(), Some("x"));
+/// ```
+pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
+    let toks = tokens(source);
+    let aliases = aliases(&toks);
+    let mut found: Vec<RawFunction> = Vec::new();
+    // For each open brace: whether it opened an `extern "C"` block.
+    let mut braces: Vec<bool> = Vec::new();
+    // Where the current declaration started (after the last `;`, `{` or `}`).
+    let mut decl_start = 0;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i] {
+            Token::Punct('#') => {
+                while i < toks.len() && toks[i] != Token::LineEnd {
+                    i += 1;
+                }
+                decl_start = i + 1;
+            }
+            Token::Punct('{') => {
+                let extern_block = i >= 2
+                    && word(&toks[i - 2]) == Some("extern")
+                    && toks[i - 1] == Token::Str("C".into());
+                braces.push(extern_block);
+                decl_start = i + 1;
+            }
+            Token::Punct('}') => {
+                braces.pop();
+                decl_start = i + 1;
+            }
+            Token::Punct(';') => decl_start = i + 1,
+            Token::Word(w) if w == "__global__" => {
+                let head = &toks[decl_start..i];
+                let template = head.iter().any(|t| word(t) == Some("template"));
+                let extern_c = braces.iter().any(|&b| b)
+                    || head
+                        .windows(2)
+                        .any(|w| word(&w[0]) == Some("extern") && w[1] == Token::Str("C".into()));
+                if let Some((f, end)) = parse_function(&toks, i + 1, extern_c, &aliases) {
+                    if !template && !found.iter().any(|g| g.name == f.name) {
+                        found.push(f);
+                    }
+                    i = end;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The function whose declaration continues at `toks[at..]` (after `__global__`), and where
+/// its parameter list ends.
+fn parse_function(
+    toks: &[Token],
+    mut at: usize,
+    extern_c: bool,
+    aliases: &HashMap<String, Vec<String>>,
+) -> Option<(RawFunction, usize)> {
+    // Specifiers, `void`, `__launch_bounds__(..)`, then the name and `(`.
+    let name = loop {
+        match (toks.get(at)?, toks.get(at + 1)) {
+            (Token::Word(w), Some(Token::Punct('('))) if w == "__launch_bounds__" => {
+                at = close_of(toks, at + 1)? + 1;
+            }
+            (Token::Word(w), Some(Token::Punct('('))) => break w.clone(),
+            (Token::Word(_), _) => at += 1,
+            _ => return None,
+        }
+    };
+    let open = at + 1;
+    let close = close_of(toks, open)?;
+    let inner = &toks[open + 1..close];
+    let mut params = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (j, t) in inner.iter().enumerate() {
+        match t {
+            Token::Punct('(' | '<' | '[') => depth += 1,
+            Token::Punct(')' | '>' | ']') => depth -= 1,
+            Token::Punct(',') if depth == 0 => {
+                params.push(parse_param(&inner[start..j], aliases));
+                start = j + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = &inner[start..];
+    let only_void = last.len() == 1 && word(&last[0]) == Some("void");
+    if !(last.is_empty() || only_void && params.is_empty()) {
+        params.push(parse_param(last, aliases));
+    }
+    Some((
+        RawFunction {
+            name,
+            extern_c,
+            params,
+        },
+        close + 1,
+    ))
+}
+
+/// The index of the `)` closing the `(` at `open`.
+fn close_of(toks: &[Token], open: usize) -> Option<usize> {
+    let mut depth = 0;
+    for (j, t) in toks.iter().enumerate().skip(open) {
+        match t {
+            Token::Punct('(') => depth += 1,
+            Token::Punct(')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn types(src: &str) -> Vec<RawParamType> {
+        let k = parse_kernels(src);
+        assert_eq!(k.len(), 1, "{src}: {k:?}");
+        k[0].params.iter().map(|p| p.ty).collect()
+    }
+
+    use CType::*;
+    use RawParamType::{Pointer, Scalar};
+
+    #[test]
+    fn reads_the_builtin_arithmetic_types() {
+        assert_eq!(
+            types(
+                "extern \"C\" __global__ void k(bool a, char b, unsigned char c, short d, \
+                 unsigned short e, int f, unsigned g, unsigned int h, long i, long long j, \
+                 unsigned long long k, float l, double m, signed n, long int o) {}"
+            ),
+            [
+                Scalar(Bool),
+                Scalar(Int(1)),
+                Scalar(UInt(1)),
+                Scalar(Int(2)),
+                Scalar(UInt(2)),
+                Scalar(Int(4)),
+                Scalar(UInt(4)),
+                Scalar(UInt(4)),
+                Scalar(Int(8)),
+                Scalar(Int(8)),
+                Scalar(UInt(8)),
+                Scalar(Float),
+                Scalar(Double),
+                Scalar(Int(4)),
+                Scalar(Int(8)),
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_pointers_qualifiers_and_named_types() {
+        assert_eq!(
+            types(
+                "extern \"C\" __global__ void k(const float* __restrict__ x, double *y, \
+                 int z[], const void* v, float** pp, size_t n, std::int64_t m, const half* h, \
+                 __nv_bfloat16 b, const int32_t n2, uint64_t u, float4* f4, int* const cp) {}"
+            ),
+            [
+                Pointer(Some(Float)),
+                Pointer(Some(Double)),
+                Pointer(Some(Int(4))),
+                Pointer(None),
+                Pointer(None),
+                Scalar(UInt(8)),
+                Scalar(Int(8)),
+                Pointer(Some(Half)),
+                Scalar(BFloat16),
+                Scalar(Int(4)),
+                Scalar(UInt(8)),
+                Pointer(None),
+                Pointer(Some(Int(4))),
+            ]
+        );
+    }
+
+    #[test]
+    fn names_are_read_and_unnamed_parameters_have_none() {
+        let k = parse_kernels("extern \"C\" __global__ void k(float* out, int, unsigned n) {}");
+        let names: Vec<_> = k[0].params.iter().map(|p| p.name.as_deref()).collect();
+        assert_eq!(names, [Some("out"), None, Some("n")]);
+        assert_eq!(k[0].params[0].decl, "float* out");
+    }
+
+    #[test]
+    fn unknown_by_value_types_are_unknown_not_guessed() {
+        assert_eq!(
+            types("extern \"C\" __global__ void k(MyStruct s, Foo<int> t, int& r, float* p) {}"),
+            [
+                RawParamType::Unknown,
+                RawParamType::Unknown,
+                RawParamType::Unknown,
+                Pointer(Some(Float))
+            ]
+        );
+    }
+
+    #[test]
+    fn defines_typedefs_and_usings_name_types() {
+        let src = "#define real float\n#define N 256\ntypedef unsigned long long u64;\n\
+                   using idx_t = int;\ntypedef real* real_ptr;\n\
+                   extern \"C\" __global__ void k(real* x, real a, u64 b, idx_t c, real_ptr d) {}";
+        assert_eq!(
+            types(src),
+            [
+                Pointer(Some(Float)),
+                Scalar(Float),
+                Scalar(UInt(8)),
+                Scalar(Int(4)),
+                Pointer(Some(Float))
+            ]
+        );
+        // Options come as `#define` lines too.
+        let src = raw_source(
+            "m",
+            "k",
+            "extern \"C\" __global__ void k(T* x, T a) {}",
+            &["-DT=double".into()],
+        )
+        .unwrap();
+        assert_eq!(types(&src.source), [Pointer(Some(Double)), Scalar(Double)]);
+    }
+
+    #[test]
+    fn finds_every_kernel_with_its_linkage_and_skips_templates_and_comments() {
+        let src = "// __global__ void commented(int x) {}\n\
+                   /* extern \"C\" __global__ void block_commented() {} */\n\
+                   __device__ float helper(float v) { return v; }\n\
+                   extern \"C\" __global__ void __launch_bounds__(256, 2) a(int n);\n\
+                   extern \"C\" __global__ void a(int n) { if (n) { helper(1.0f); } }\n\
+                   __global__ void mangled(float* x) {}\n\
+                   template <typename T> __global__ void templated(T* x) {}\n\
+                   extern \"C\" {\n\
+                   __global__ void in_block(void) {}\n\
+                   static __global__ void b2(double d) {}\n\
+                   }\n\
+                   #define DECLARE(n) __global__ void n()\n";
+        let k = parse_kernels(src);
+        let summary: Vec<(&str, bool, usize)> = k
+            .iter()
+            .map(|f| (f.name.as_str(), f.extern_c, f.params.len()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a", true, 1),
+                ("mangled", false, 1),
+                ("in_block", true, 0),
+                ("b2", true, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn options_become_defines_and_bad_ones_are_named() {
+        let opts = |o: &[&str]| option_lines(&o.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            opts(&[
+                "-D",
+                "A=2",
+                "--define-macro=B=x y",
+                "-U",
+                "C",
+                "--undefine-macro=D"
+            ])
+            .unwrap(),
+            "#define A 2\n#define B x y\n#undef C\n#undef D\n"
+        );
+        let e = opts(&["-D1X=2"]).unwrap_err().to_string();
+        assert!(e.contains("`1X` is not a macro name"), "{e}");
+        let e = opts(&["-DA=1\n#include <x>"]).unwrap_err().to_string();
+        assert!(e.contains("line break"), "{e}");
+        let e = opts(&["-O3"]).unwrap_err().to_string();
+        assert!(e.contains("`-O3` is not supported"), "{e}");
+        let e = opts(&["-D"]).unwrap_err().to_string();
+        assert!(e.contains("`-D` needs a macro name"), "{e}");
+    }
+
+    #[test]
+    fn launch_limits_name_what_is_exceeded() {
+        assert!(check_launch([1, 1, 1], [1024, 1, 1], MAX_DYNAMIC_SHARED_BYTES).is_ok());
+        assert!(check_launch(MAX_GRID_DIMS, [32, 32, 1], 0).is_ok());
+        let e = check_launch([1, 0, 1], [1, 1, 1], 0).unwrap_err();
+        assert!(
+            e.contains("grid (1, 0, 1)") && e.contains("no zero dimension"),
+            "{e}"
+        );
+        let e = check_launch([1, 1, 1], [1, 1, 128], 0).unwrap_err();
+        assert!(
+            e.contains("block (1, 1, 128) exceeds") && e.ends_with("in z"),
+            "{e}"
+        );
+        let e = check_launch([1, 70000, 1], [1, 1, 1], 0).unwrap_err();
+        assert!(
+            e.contains("grid (1, 70000, 1) exceeds") && e.ends_with("in y"),
+            "{e}"
+        );
+        let e = check_launch([1, 1, 1], [1, 1, 1], MAX_DYNAMIC_SHARED_BYTES + 1).unwrap_err();
+        assert!(e.contains("49153 bytes of dynamic shared memory"), "{e}");
+    }
+
+    #[test]
+    fn the_user_source_is_numbered_from_its_line_directive() {
+        let src = raw_source("m", "k", "line one\nline two", &["-DX".into()]).unwrap();
+        assert_eq!(
+            numbered_user_source(&src.source),
+            "     | #define X 1\n     | #line 1 \"m\"\n   1 | line one\n   2 | line two\n"
+        );
+        assert!(raw_source("m", "k", "a\0b", &[]).is_err());
+    }
+}

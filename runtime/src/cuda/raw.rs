@@ -1,0 +1,115 @@
+//! Raw kernels on a CUDA device: a user's module compiled through the binary cache, loaded
+//! through the upload cache, and its function launched with the grid, block, dynamic shared
+//! memory and arguments the caller checked ([`crate::RawKernel`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kusari_kernels::codegen::KernelSource;
+use kusari_kernels::raw::numbered_user_source;
+use kusari_kernels::CompileError;
+
+use super::device::device;
+use super::launch::{launch_source, KernelArgs, Loaded};
+use super::CudaRef;
+use crate::error::{Error, Result};
+use crate::Device;
+
+/// A raw kernel's function, loaded once per device.
+#[derive(Default)]
+pub(crate) struct RawLoads {
+    loaded: Mutex<HashMap<usize, Arc<Loaded>>>,
+}
+
+/// One argument of a raw launch, in the kernel's parameter order.
+pub(crate) enum RawArg<'a> {
+    /// A CUDA array: the device pointer of its first element.
+    Array(CudaRef<'a>),
+    /// A value of `.1` bytes in the low bytes of `.0`.
+    Value(u64, usize),
+}
+
+/// The launch's configuration: grid, block and dynamic shared memory bytes (checked against
+/// CUDA's limits by the caller).
+pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);
+
+/// Launches the function `src.entry` of the module `src` on `cuda:ordinal` with `args`. The
+/// first launch on a device compiles the module (through the binary cache) and loads it
+/// (through the upload cache, so a module's other functions load nothing more).
+///
+/// # Safety
+/// `args` match the kernel's parameter list in count, order and widths, and every array is
+/// large enough for what the kernel reaches through it.
+pub(crate) unsafe fn launch_raw(
+    ordinal: usize,
+    src: &KernelSource,
+    loads: &RawLoads,
+    (grid, block, shared_bytes): RawDims,
+    args: &[RawArg<'_>],
+) -> Result<()> {
+    let name = &src.entry;
+    let op = format!("raw kernel {name}");
+    if let Some(other) = args.iter().find_map(|a| match a {
+        RawArg::Array((s, _)) if s.ordinal() != ordinal => Some(s.ordinal()),
+        _ => None,
+    }) {
+        return Err(Error::DeviceMismatch {
+            op,
+            lhs: Device::Cuda(ordinal),
+            rhs: Device::Cuda(other),
+        });
+    }
+    let dev = device(ordinal, &op)?;
+    let cached = loads
+        .loaded
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&ordinal)
+        .cloned();
+    let loaded = match cached {
+        Some(l) => l,
+        None => {
+            let l = launch_source(&dev, name, src).map_err(|e| user_numbered(e, src))?;
+            loads
+                .loaded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(ordinal, l.clone());
+            l
+        }
+    };
+    let mut values = KernelArgs::default();
+    for a in args {
+        match *a {
+            RawArg::Array((s, l)) => values.pointer(s.ptr_at(l.offset())),
+            RawArg::Value(bits, width) => values.value(bits, width),
+        };
+    }
+    // SAFETY: forwarded contract; `values` outlives the launch.
+    unsafe { loaded.launch_shared(&dev, grid, block, shared_bytes, &mut values, &op) }
+}
+
+/// A compile error with the user's code numbered as the user numbers it (the compiler's log
+/// already does, through `#line`), the options' lines before it unnumbered.
+fn user_numbered(e: Error, src: &KernelSource) -> Error {
+    match e {
+        Error::KernelCompile { kernel, source } => {
+            let source = match *source {
+                CompileError::Failed {
+                    entry, arch, log, ..
+                } => CompileError::Failed {
+                    entry,
+                    arch,
+                    log,
+                    numbered_source: numbered_user_source(&src.source),
+                },
+                other => other,
+            };
+            Error::KernelCompile {
+                kernel,
+                source: Box::new(source),
+            }
+        }
+        other => other,
+    }
+}

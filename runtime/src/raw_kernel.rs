@@ -1,0 +1,688 @@
+//! [`RawModule`] and [`RawKernel`]: a user's own CUDA source (CuPy's `RawModule` and
+//! `RawKernel`), launched with an explicit grid, block, dynamic shared memory and arguments
+//! checked against the kernel's declared parameters. The source and the parameter parser are
+//! the kernel layer's ([`kusari_kernels::raw`]); the launch is the CUDA backend's.
+
+use std::fmt;
+use std::sync::Arc;
+
+use kusari_kernels::codegen::KernelSource;
+use kusari_kernels::raw::{
+    check_launch, parse_kernels, raw_source, CType, RawFunction, RawParam, RawParamType,
+};
+use kusari_kernels::ScalarType;
+
+use crate::config::default_device;
+use crate::cuda::{launch_raw, RawArg, RawLoads};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use crate::{Array, DType, Device, Scalar};
+
+/// A grid's or a block's dimensions (x, y, z), from one to three numbers: `256`, `(16, 16)`,
+/// `[8, 8, 4]`. Missing dimensions are 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dim3(pub [u32; 3]);
+
+impl From<u32> for Dim3 {
+    fn from(x: u32) -> Self {
+        Dim3([x, 1, 1])
+    }
+}
+
+impl From<(u32,)> for Dim3 {
+    fn from((x,): (u32,)) -> Self {
+        Dim3([x, 1, 1])
+    }
+}
+
+impl From<(u32, u32)> for Dim3 {
+    fn from((x, y): (u32, u32)) -> Self {
+        Dim3([x, y, 1])
+    }
+}
+
+impl From<(u32, u32, u32)> for Dim3 {
+    fn from((x, y, z): (u32, u32, u32)) -> Self {
+        Dim3([x, y, z])
+    }
+}
+
+impl From<[u32; 1]> for Dim3 {
+    fn from([x]: [u32; 1]) -> Self {
+        Dim3([x, 1, 1])
+    }
+}
+
+impl From<[u32; 2]> for Dim3 {
+    fn from([x, y]: [u32; 2]) -> Self {
+        Dim3([x, y, 1])
+    }
+}
+
+impl From<[u32; 3]> for Dim3 {
+    fn from(d: [u32; 3]) -> Self {
+        Dim3(d)
+    }
+}
+
+/// One argument of a [`RawKernel`] launch: a CUDA array (the kernel gets the device pointer
+/// of its first element) or a scalar (packed in the declared parameter's type).
+///
+/// Arrays and every element type convert into it: `(&x).into()`, `2.5f32.into()`,
+/// `Scalar::from(n).into()`.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// An array on a CUDA device, passed as a pointer to its first element (its offset into
+    /// the buffer included; the kernel indexes it, so its strides are the kernel's business).
+    Array(&'a Array),
+    /// A scalar, passed by value.
+    Scalar(Scalar),
+}
+
+impl<'a> From<&'a Array> for KernelArg<'a> {
+    fn from(a: &'a Array) -> Self {
+        KernelArg::Array(a)
+    }
+}
+
+impl From<Scalar> for KernelArg<'_> {
+    fn from(s: Scalar) -> Self {
+        KernelArg::Scalar(s)
+    }
+}
+
+macro_rules! kernel_arg_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for KernelArg<'_> {
+            fn from(v: $t) -> Self {
+                KernelArg::Scalar(Scalar::from(v))
+            }
+        }
+    )*};
+}
+
+kernel_arg_from!(bool, i32, i64, half::f16, half::bf16, f32, f64);
+
+/// A CUDA source with one or more `extern "C" __global__` kernels, `__device__` helpers and
+/// constants (CuPy's `RawModule`), compiled once per device when one of its kernels is first
+/// launched there: with NVRTC on a GPU, with the host C++ compiler on the emulated device, in
+/// both cases through the on-disk binary cache and the per-device upload cache.
+///
+/// ```
+/// use kusari::RawModule;
+/// let module = RawModule::new(
+///     r#"
+///     __device__ float twice(float v) { return 2.0f * v; }
+///     extern "C" __global__ void double_it(float* x, int n) {
+///         int i = blockIdx.x * blockDim.x + threadIdx.x;
+///         if (i < n) x[i] = twice(x[i]);
+///     }
+///     extern "C" __global__ void fill(float* x, float v, int n) {
+///         int i = blockIdx.x * blockDim.x + threadIdx.x;
+///         if (i < n) x[i] = v;
+///     }"#,
+/// )
+/// .unwrap();
+/// assert_eq!(module.kernel_names(), ["double_it", "fill"]);
+/// let fill = module.get_function("fill").unwrap();
+/// assert_eq!(fill.params().unwrap().len(), 3);
+/// assert!(module.get_function("missing").is_err());
+/// ```
+#[derive(Clone)]
+pub struct RawModule {
+    inner: Arc<ModuleInner>,
+}
+
+struct ModuleInner {
+    /// What the source is called in compiler messages (`#line 1 "<label>"`).
+    label: String,
+    /// The user's code.
+    code: String,
+    /// The compile options, validated.
+    options: Vec<String>,
+    /// The `__global__` functions the parser read from the code with its options.
+    functions: Vec<RawFunction>,
+}
+
+impl fmt::Debug for RawModule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawModule")
+            .field("kernels", &self.kernel_names())
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+impl RawModule {
+    /// A module from CUDA source, without compile options.
+    pub fn new(code: &str) -> Result<RawModule> {
+        RawModule::with_options(code, &[])
+    }
+
+    /// A module from CUDA source compiled with `options`: macro definitions `-DNAME`,
+    /// `-DNAME=VALUE` (or `--define-macro=..`) and removals `-UNAME` (or `--undefine-macro=..`),
+    /// which become lines before the code, so that the emulated device and both caches see
+    /// them too ([`kusari_kernels::raw::option_lines`]). Another option is an
+    /// [`Error::InvalidKernel`] naming it.
+    ///
+    /// ```
+    /// use kusari::RawModule;
+    /// let m = RawModule::with_options("extern \"C\" __global__ void k(REAL* x) {}", &["-DREAL=double"])
+    ///     .unwrap();
+    /// assert!(m.source().starts_with("#define REAL double\n"));
+    /// let e = RawModule::with_options("", &["-O3"]).unwrap_err();
+    /// assert!(e.to_string().contains("`-O3` is not supported"), "{e}");
+    /// ```
+    pub fn with_options(code: &str, options: &[&str]) -> Result<RawModule> {
+        RawModule::labelled("raw_module", code, options)
+    }
+
+    fn labelled(label: &str, code: &str, options: &[&str]) -> Result<RawModule> {
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        let src = raw_source(label, label, code, &options).map_err(|e| Error::InvalidKernel {
+            kernel: label.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(RawModule {
+            inner: Arc::new(ModuleInner {
+                label: label.to_string(),
+                code: code.to_string(),
+                functions: parse_kernels(&src.source),
+                options,
+            }),
+        })
+    }
+
+    /// The `extern "C" __global__` kernels the source declares in a form kusari reads.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        self.inner
+            .functions
+            .iter()
+            .filter(|f| f.extern_c)
+            .map(|f| f.name.as_str())
+            .collect()
+    }
+
+    /// The translation unit compiled: the options' `#define` lines, a `#line` directive, and
+    /// the code.
+    pub fn source(&self) -> String {
+        self.kernel_source(&self.inner.label).source
+    }
+
+    fn kernel_source(&self, entry: &str) -> KernelSource {
+        raw_source(
+            &self.inner.label,
+            entry,
+            &self.inner.code,
+            &self.inner.options,
+        )
+        .expect("the options and the code were checked when the module was made")
+    }
+
+    /// The kernel `name` (CuPy's `get_function`). It must be declared `extern "C"`, since
+    /// otherwise its compiled name is C++-mangled. A name the source declares in no form kusari
+    /// reads and does not mention at all is an [`Error::InvalidKernel`] listing the kernels it
+    /// has; one it mentions but does not declare readably (a kernel made by a macro) is looked
+    /// up when first launched, and its arguments are not checked
+    /// ([`RawKernel::unchecked_reason`]).
+    pub fn get_function(&self, name: &str) -> Result<RawKernel> {
+        let invalid = |message: String| Error::InvalidKernel {
+            kernel: name.to_string(),
+            message,
+        };
+        if !kusari_kernels::names::is_c_identifier(name) {
+            return Err(invalid(format!(
+                "`{name}` is not a kernel name (a C identifier)"
+            )));
+        }
+        let params = match self.inner.functions.iter().find(|f| f.name == name) {
+            Some(f) if f.extern_c => Ok(f.params.clone()),
+            Some(_) => {
+                return Err(invalid(format!(
+                    "`{name}` is not declared `extern \"C\"`: its compiled name is C++-mangled, \
+                     so the module cannot be asked for it by name; declare it \
+                     `extern \"C\" __global__ void {name}(..)`"
+                )))
+            }
+            None if mentions(&self.inner.code, name) => Err(format!(
+                "`{name}` is not declared as `extern \"C\" __global__ void {name}(..)` in a form \
+                 kusari reads (a macro or a template?), so its arguments are not checked"
+            )),
+            None => {
+                let names = self.kernel_names();
+                return Err(invalid(format!(
+                    "the module has no kernel `{name}`; its `extern \"C\" __global__` kernels: {}",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+        };
+        Ok(RawKernel {
+            inner: Arc::new(KernelInner {
+                source: self.kernel_source(name),
+                params,
+                loads: RawLoads::default(),
+            }),
+        })
+    }
+}
+
+/// Whether `code` holds `name` as a whole identifier.
+fn mentions(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices(name).any(|(at, _)| {
+        !code[..at].chars().next_back().is_some_and(ident)
+            && !code[at + name.len()..].chars().next().is_some_and(ident)
+    })
+}
+
+/// One `extern "C" __global__` kernel of a user's CUDA source (CuPy's `RawKernel`), launched
+/// with an explicit grid, block, dynamic shared memory and arguments.
+///
+/// Each launch checks its arguments against the parameters the source declares, where kusari
+/// reads them ([`kusari_kernels::raw::parse_kernels`]), since on a GPU a wrong argument is
+/// silent memory corruption: their count; an array for each pointer and a scalar for each
+/// value; an array's dtype against the pointee type (bytes — `char*`, `void*` — and types
+/// kusari does not know take any array); and each scalar converted to the declared type with
+/// [`Scalar::to_dtype`]'s rules (an `int` parameter refuses an int64 beyond its range, an
+/// integer parameter a fractional float) and packed at its width. The grid, block and shared
+/// memory are checked against CUDA's limits. Each mistake is an
+/// [`Error::KernelArguments`] naming the kernel, the parameter (index, name and declaration)
+/// and the argument.
+///
+/// The kernel writes through the pointers it gets: every array sharing a written buffer (a
+/// view of it) sees the writes, as in CuPy. What it reaches through them — indices within the
+/// arrays' sizes — is the kernel's own business, as in CUDA; the emulated device traps an
+/// access past an allocation.
+///
+/// ```
+/// use kusari::{Array, Device, RawKernel, Scalar};
+/// let saxpy = RawKernel::new(
+///     r#"extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+///         int i = blockIdx.x * blockDim.x + threadIdx.x;
+///         if (i < n) y[i] = a * x[i] + y[i];
+///     }"#,
+///     "saxpy",
+/// )
+/// .unwrap();
+/// let x = Array::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+/// // A pointer parameter given a scalar is refused before anything runs.
+/// let e = saxpy
+///     .launch(1, 32, &[2.0f32.into(), 1.0f32.into(), (&x).into(), 3.into()])
+///     .unwrap_err();
+/// assert!(e.to_string().contains("parameter 1 `x`"), "{e}");
+/// if kusari::cuda::is_available() {
+///     let x = x.to_device(Device::Cuda(0)).unwrap();
+///     let y = Array::ones(&[3], kusari::DType::F32).unwrap().to_device(Device::Cuda(0)).unwrap();
+///     saxpy.launch(1, 32, &[2.0f32.into(), (&x).into(), (&y).into(), 3.into()]).unwrap();
+///     assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+/// }
+/// ```
+#[derive(Clone)]
+pub struct RawKernel {
+    inner: Arc<KernelInner>,
+}
+
+struct KernelInner {
+    /// The module's source, with this kernel as its entry.
+    source: KernelSource,
+    /// The declared parameters, or why they could not be read.
+    params: std::result::Result<Vec<RawParam>, String>,
+    /// The function loaded per device.
+    loads: RawLoads,
+}
+
+impl fmt::Debug for RawKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawKernel")
+            .field("name", &self.name())
+            .field("params", &self.inner.params)
+            .finish()
+    }
+}
+
+/// An argument as the launch packs it.
+enum Packed<'a> {
+    Array(&'a Array),
+    Value(u64, usize),
+}
+
+impl RawKernel {
+    /// The kernel `name` of `code` (CuPy's `RawKernel(code, name)`): a module of its own,
+    /// labelled with the kernel's name in compiler messages. Errors as
+    /// [`RawModule::get_function`]'s.
+    pub fn new(code: &str, name: &str) -> Result<RawKernel> {
+        RawKernel::with_options(code, name, &[])
+    }
+
+    /// [`RawKernel::new`] with compile options, as [`RawModule::with_options`] takes them.
+    pub fn with_options(code: &str, name: &str, options: &[&str]) -> Result<RawKernel> {
+        let label = if kusari_kernels::names::is_c_identifier(name) {
+            name
+        } else {
+            "raw_kernel"
+        };
+        RawModule::labelled(label, code, options)?.get_function(name)
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.inner.source.entry
+    }
+
+    /// The parameters the source declares, as kusari reads them; `None` when it could not
+    /// ([`unchecked_reason`](Self::unchecked_reason) says why), and launches pass their
+    /// arguments unchecked.
+    pub fn params(&self) -> Option<&[RawParam]> {
+        self.inner.params.as_deref().ok()
+    }
+
+    /// Why the arguments of this kernel's launches are not checked, if they are not.
+    pub fn unchecked_reason(&self) -> Option<&str> {
+        self.inner.params.as_ref().err().map(String::as_str)
+    }
+
+    /// The source compiled for it (its module's), with the kernel as the entry point: what a
+    /// test gives NVRTC to check that it compiles without a GPU.
+    pub fn source(&self) -> &KernelSource {
+        &self.inner.source
+    }
+
+    /// Launches the kernel on a `grid` of blocks of `block` threads with `args` (CuPy's
+    /// `kernel(grid, block, args)`), on the CUDA device of its array arguments (the default
+    /// device when there are none). The work is queued on the device's stream, like every
+    /// other CUDA operation; reading an array back waits for it.
+    ///
+    /// The first launch on a device compiles the module (through the binary cache) and loads
+    /// it (through the upload cache); later launches do neither. Errors: see [`RawKernel`];
+    /// a host array is an [`Error::KernelArguments`] naming it, arrays on two devices an
+    /// [`Error::DeviceMismatch`], code that does not compile an [`Error::KernelCompile`] with
+    /// the compiler's log and the code numbered as the user numbers it, and no CUDA device an
+    /// [`Error::CudaUnavailable`].
+    pub fn launch(
+        &self,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        self.launch_with_shared_mem(grid, block, 0, args)
+    }
+
+    /// [`launch`](Self::launch) with `shared_mem` bytes of dynamic shared memory per block
+    /// (CuPy's `shared_mem=`), which the kernel declares as `extern __shared__ T name[];`. At
+    /// most 48 KiB, CUDA's default limit.
+    pub fn launch_with_shared_mem(
+        &self,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        shared_mem: usize,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        let (Dim3(grid), Dim3(block)) = (grid.into(), block.into());
+        check_launch(grid, block, shared_mem).map_err(|msg| self.arg_error(msg))?;
+        let packed = self.pack(args)?;
+        let mut ordinal = None;
+        let mut raw_args = Vec::with_capacity(packed.len());
+        for (i, p) in packed.iter().enumerate() {
+            raw_args.push(match *p {
+                Packed::Array(a) => match a.storage() {
+                    Storage::Cuda(s) => {
+                        ordinal.get_or_insert(s.ordinal());
+                        RawArg::Array((s, a.layout()))
+                    }
+                    Storage::Cpu(_) => {
+                        return Err(self.arg_error(format!(
+                            "argument {i} is an array on the host ({} {}); a raw kernel takes \
+                             arrays on a CUDA device (move it with `to_device`)",
+                            a.dtype(),
+                            show_shape(a.shape())
+                        )))
+                    }
+                },
+                Packed::Value(bits, width) => RawArg::Value(bits, width),
+            });
+        }
+        let ordinal = match ordinal {
+            Some(o) => o,
+            None => match default_device() {
+                Device::Cuda(o) => o,
+                Device::Cpu => {
+                    return Err(self.arg_error(
+                        "no array argument says which CUDA device to run on, and the default \
+                         device is the host (set one with `using_device`)"
+                            .to_string(),
+                    ))
+                }
+            },
+        };
+        // `check_launch` kept `shared_mem` within 48 KiB.
+        let dims = (grid, block, shared_mem as u32);
+        // SAFETY: the arguments were checked against the declared parameters where they could
+        // be read (count, pointer or value, widths); what the kernel reaches through the
+        // pointers is its own business, as documented.
+        unsafe {
+            launch_raw(
+                ordinal,
+                &self.inner.source,
+                &self.inner.loads,
+                dims,
+                &raw_args,
+            )
+        }
+    }
+
+    fn arg_error(&self, msg: String) -> Error {
+        Error::KernelArguments {
+            kernel: self.name().to_string(),
+            msg,
+        }
+    }
+
+    /// The arguments checked against the declared parameters and packed.
+    fn pack<'a>(&self, args: &[KernelArg<'a>]) -> Result<Vec<Packed<'a>>> {
+        let Ok(params) = &self.inner.params else {
+            return Ok(args
+                .iter()
+                .map(|a| match *a {
+                    KernelArg::Array(a) => Packed::Array(a),
+                    KernelArg::Scalar(s) => {
+                        let (bits, width) = s.to_bits();
+                        Packed::Value(bits, width)
+                    }
+                })
+                .collect());
+        };
+        if params.len() != args.len() {
+            let decls: Vec<&str> = params.iter().map(|p| p.decl.as_str()).collect();
+            return Err(self.arg_error(format!(
+                "it takes {} parameter(s) ({}), but {} argument(s) were given",
+                params.len(),
+                decls.join(", "),
+                args.len()
+            )));
+        }
+        params
+            .iter()
+            .zip(args)
+            .enumerate()
+            .map(|(i, (p, a))| self.pack_one(i, p, *a))
+            .collect()
+    }
+
+    fn pack_one<'a>(&self, i: usize, p: &RawParam, arg: KernelArg<'a>) -> Result<Packed<'a>> {
+        let param = match &p.name {
+            Some(n) => format!("parameter {i} `{n}` (declared `{}`)", p.decl),
+            None => format!("parameter {i} (declared `{}`)", p.decl),
+        };
+        match (p.ty, arg) {
+            (RawParamType::Pointer(pointee), KernelArg::Array(a)) => match pointee {
+                Some(t) if !t.addresses(ScalarType::from(a.dtype())) => {
+                    Err(self.arg_error(format!(
+                        "{param} points to {t}, but argument {i} is a {} array",
+                        a.dtype()
+                    )))
+                }
+                _ => Ok(Packed::Array(a)),
+            },
+            (RawParamType::Pointer(_), KernelArg::Scalar(s)) => Err(self.arg_error(format!(
+                "{param} is a pointer, but argument {i} is the scalar {s}; pass an array"
+            ))),
+            (RawParamType::Scalar(t), KernelArg::Array(a)) => Err(self.arg_error(format!(
+                "{param} is a {t} value, but argument {i} is a {} array of shape {}; pass a \
+                 scalar",
+                a.dtype(),
+                show_shape(a.shape())
+            ))),
+            (RawParamType::Scalar(t), KernelArg::Scalar(s)) => match scalar_bits(t, s) {
+                Some((bits, width)) => Ok(Packed::Value(bits, width)),
+                None => Err(self.arg_error(format!(
+                    "{param} cannot hold argument {i}, {s}: it does not convert to {t} without \
+                     changing its value"
+                ))),
+            },
+            (RawParamType::Unknown, KernelArg::Array(a)) => Ok(Packed::Array(a)),
+            (RawParamType::Unknown, KernelArg::Scalar(s)) => {
+                let (bits, width) = s.to_bits();
+                Ok(Packed::Value(bits, width))
+            }
+        }
+    }
+}
+
+fn show_shape(shape: &[usize]) -> String {
+    format!("{shape:?}")
+}
+
+/// `s` as a value of the C type `t` (bits and width), converted by [`Scalar::to_dtype`]'s
+/// rules; `None` where that would change it.
+fn scalar_bits(t: CType, s: Scalar) -> Option<(u64, usize)> {
+    let via = |d: DType| s.to_dtype(d).map(Scalar::to_bits);
+    match t {
+        CType::Bool => via(DType::Bool),
+        CType::Half => via(DType::F16),
+        CType::BFloat16 => via(DType::BF16),
+        CType::Float => via(DType::F32),
+        CType::Double => via(DType::F64),
+        CType::Int(_) | CType::UInt(_) => {
+            let Some(Scalar::I64(v)) = s.to_dtype(DType::I64) else {
+                return None;
+            };
+            let width = t.size();
+            let bits = 8 * width as u32;
+            let fits = match t {
+                CType::Int(_) if width < 8 => {
+                    let half = 1i64 << (bits - 1);
+                    (-half..half).contains(&v)
+                }
+                CType::Int(_) => true,
+                _ if width < 8 => (0..1i64 << bits).contains(&v),
+                _ => v >= 0,
+            };
+            let mask = if width < 8 {
+                (1u64 << bits) - 1
+            } else {
+                u64::MAX
+            };
+            fits.then_some(((v as u64) & mask, width))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalars_convert_to_the_declared_c_type_or_are_refused() {
+        assert_eq!(
+            scalar_bits(CType::Int(4), Scalar::from(-1i64)),
+            Some((0xffff_ffff, 4))
+        );
+        assert_eq!(scalar_bits(CType::Int(4), Scalar::from(1i64 << 40)), None);
+        assert_eq!(scalar_bits(CType::UInt(4), Scalar::from(-1i32)), None);
+        assert_eq!(
+            scalar_bits(CType::UInt(4), Scalar::from(u32::MAX as i64)),
+            Some((u64::from(u32::MAX), 4))
+        );
+        assert_eq!(
+            scalar_bits(CType::Int(1), Scalar::from(-128i32)),
+            Some((0x80, 1))
+        );
+        assert_eq!(scalar_bits(CType::Int(1), Scalar::from(128i32)), None);
+        assert_eq!(
+            scalar_bits(CType::UInt(2), Scalar::from(65535i32)),
+            Some((65535, 2))
+        );
+        assert_eq!(
+            scalar_bits(CType::Int(8), Scalar::from(i64::MIN)),
+            Some((i64::MIN as u64, 8))
+        );
+        assert_eq!(scalar_bits(CType::UInt(8), Scalar::from(-1i64)), None);
+        assert_eq!(scalar_bits(CType::Int(4), Scalar::from(2.5f64)), None);
+        assert_eq!(
+            scalar_bits(CType::Int(4), Scalar::from(2.0f64)),
+            Some((2, 4))
+        );
+        assert_eq!(
+            scalar_bits(CType::Float, Scalar::from(3i32)),
+            Some((u64::from(3.0f32.to_bits()), 4))
+        );
+        assert_eq!(scalar_bits(CType::Float, Scalar::from(1e300f64)), None);
+        assert_eq!(scalar_bits(CType::Bool, Scalar::from(1i32)), None);
+        assert_eq!(scalar_bits(CType::Bool, Scalar::from(true)), Some((1, 1)));
+    }
+
+    /// The checks before any device is involved, in every build: with host arrays, a launch
+    /// whose arguments fit the declaration fails only because the arrays are on the host.
+    #[test]
+    fn arguments_are_checked_against_the_declaration_before_the_device() {
+        let k = RawKernel::new(
+            "extern \"C\" __global__ void k(const double* x, unsigned int n, bool flag) {}",
+            "k",
+        )
+        .unwrap();
+        let x = Array::zeros(&[3], DType::F64).unwrap();
+        let x32 = Array::zeros(&[3], DType::F32).unwrap();
+        let err = |args: &[KernelArg<'_>]| match k.launch(1, 1, args).unwrap_err() {
+            Error::KernelArguments { kernel, msg } => {
+                assert_eq!(kernel, "k");
+                msg
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(err(&[(&x).into()]).contains("takes 3 parameter(s)"));
+        assert!(err(&[(&x32).into(), 3.into(), true.into()])
+            .contains("parameter 0 `x` (declared `const double* x`) points to double, but argument 0 is a float32 array"));
+        assert!(err(&[(&x).into(), (-3).into(), true.into()]).contains(
+            "parameter 1 `n` (declared `unsigned int n`) cannot hold argument 1, -3 (int32)"
+        ));
+        assert!(err(&[(&x).into(), 3.into(), 1.into()])
+            .contains("parameter 2 `flag` (declared `bool flag`) cannot hold argument 2"));
+        assert!(err(&[(&x).into(), 3.into(), true.into()])
+            .contains("argument 0 is an array on the host (float64 [3])"));
+        assert!(err(&[(&x).into(), 3.into(), true.into()]).contains("to_device"));
+        let e = k
+            .launch(1, 2048, &[(&x).into(), 3.into(), true.into()])
+            .unwrap_err();
+        assert!(e.to_string().contains("2048 threads"), "{e}");
+    }
+
+    #[test]
+    fn dims_take_one_to_three_numbers() {
+        assert_eq!(Dim3::from(5), Dim3([5, 1, 1]));
+        assert_eq!(Dim3::from((5,)), Dim3([5, 1, 1]));
+        assert_eq!(Dim3::from((5, 6)), Dim3([5, 6, 1]));
+        assert_eq!(Dim3::from([5, 6]), Dim3([5, 6, 1]));
+        assert_eq!(Dim3::from((5, 6, 7)), Dim3([5, 6, 7]));
+    }
+
+    #[test]
+    fn mentions_matches_whole_identifiers() {
+        assert!(mentions("KERNEL(my_kernel)", "my_kernel"));
+        assert!(!mentions("my_kernel2(x)", "my_kernel"));
+        assert!(!mentions("a_my_kernel", "my_kernel"));
+    }
+}
