@@ -30,6 +30,60 @@ struct LaunchDesc {
     error: *mut c_char,
     error_len: usize,
     shared_bytes: u64,
+    stacks: *const *mut c_void,
+    stack_bytes: u64,
+}
+
+/// The size of each fiber stack (a thread of a block with barriers), and of the inaccessible
+/// guard below it, which turns an overflow into a fault rather than a neighbour's corruption.
+const FIBER_STACK: usize = 256 * 1024;
+const GUARD: usize = 4096;
+
+/// The fiber stacks of one host thread, shared by every kernel library that thread runs (a
+/// library has none of its own, so that many loaded kernels cost no memory mappings), grown to
+/// the largest block it ran and unmapped when the thread ends.
+struct FiberStacks(Vec<*mut c_void>);
+
+impl FiberStacks {
+    /// At least `n` stacks, or `None` when the host is out of memory or mappings.
+    fn at_least(&mut self, n: usize) -> Option<*const *mut c_void> {
+        while self.0.len() < n {
+            // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+            let mem = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    GUARD + FIBER_STACK,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if mem == libc::MAP_FAILED {
+                return None;
+            }
+            // SAFETY: the first page of the mapping just made.
+            unsafe { libc::mprotect(mem, GUARD, libc::PROT_NONE) };
+            // SAFETY: within the mapping.
+            self.0.push(unsafe { mem.cast::<u8>().add(GUARD) }.cast());
+        }
+        Some(self.0.as_ptr())
+    }
+}
+
+impl Drop for FiberStacks {
+    fn drop(&mut self) {
+        for &stack in &self.0 {
+            // SAFETY: each stack was mapped by `at_least`, `GUARD` bytes into its mapping, and
+            // no fiber runs on it any more: its thread is ending.
+            unsafe { libc::munmap(stack.cast::<u8>().sub(GUARD).cast(), GUARD + FIBER_STACK) };
+        }
+    }
+}
+
+thread_local! {
+    static FIBER_STACKS: std::cell::RefCell<FiberStacks> =
+        const { std::cell::RefCell::new(FiberStacks(Vec::new())) };
 }
 
 type LaunchFn = unsafe extern "C" fn(*mut *mut c_void, *mut LaunchDesc) -> c_int;
@@ -269,6 +323,14 @@ impl Kernel {
                 return None;
             }
             let mut error = [0 as c_char; 512];
+            let threads = (block[0] * block[1] * block[2]) as usize;
+            let stacks = match fibers != 0 {
+                true => match FIBER_STACKS.with(|s| s.borrow_mut().at_least(threads)) {
+                    Some(p) => p,
+                    None => return Some("out of host memory for the block's threads".to_string()),
+                },
+                false => std::ptr::null(),
+            };
             let mut desc = LaunchDesc {
                 grid,
                 block,
@@ -278,6 +340,8 @@ impl Kernel {
                 error: error.as_mut_ptr(),
                 error_len: error.len(),
                 shared_bytes: u64::from(shared_bytes),
+                stacks,
+                stack_bytes: FIBER_STACK as u64,
             };
             let shared = &shared;
             // SAFETY: the entry point reads each parameter with its declared type (the widths

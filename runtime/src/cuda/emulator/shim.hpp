@@ -34,7 +34,7 @@ struct dim3 {
 
 namespace kusari_emu {
 
-// What the host side passes to a launch (laid out as in runtime/src/cuda/emulator/kernel.rs).
+// What the host side passes to a launch (laid out as `LaunchDesc` in runtime/src/cuda/emulator/run.rs).
 struct Launch {
   unsigned int grid[3];
   unsigned int block[3];
@@ -44,17 +44,18 @@ struct Launch {
   char* error;                     // filled (NUL-terminated) on failure
   size_t error_len;
   unsigned long long shared_bytes; // dynamic shared memory per block
+  void* const* stacks;             // with fibers: one stack per thread of a block (host-owned)
+  unsigned long long stack_bytes;  // the size of each
 };
 
 struct Fiber {
   jmp_buf ctx;
   ucontext_t boot;
-  void* stack;
   uint3 tid;
-  int state;  // 0: not started, 1: at a barrier, 2: finished the block
+  int state;  // 0: not started, 1: at a barrier, 2: finished the block, 3: resumes
 };
 
-enum { kMaxThreads = 1024, kStack = 256 * 1024, kPage = 4096 };
+enum { kMaxThreads = 1024, kPage = 4096 };
 
 struct Worker {
   jmp_buf sched;
@@ -67,6 +68,7 @@ struct Worker {
   dim3 block_dim;
   dim3 grid_dim;
   int on_fibers;
+  unsigned int booted;  // fibers given this launch's stacks (the first block boots them)
   Launch* launch;
   int failed;
 };
@@ -140,33 +142,36 @@ static void fiber_main() {
   }
 }
 
+// Fiber `t` of this host thread, booted on the launch's stack `t`. The stacks belong to the host
+// side (one set per host thread, shared by every kernel library, each with a guard page below
+// it): a library keeps no stacks of its own, so loading many kernels costs no memory mappings.
+// Every launch boots its fibers afresh, since another library may have used the stacks since.
 static Fiber* fiber(int t) {
-  if (worker.fibers[t]) return worker.fibers[t];
-  Fiber* f = new (std::nothrow) Fiber();
-  if (!f) return nullptr;
-  // The stack with a guard page below it: an overflow faults instead of corrupting memory.
-  char* mem = (char*)mmap(nullptr, kStack + kPage, PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mem == MAP_FAILED) { delete f; return nullptr; }
-  mprotect(mem, kPage, PROT_NONE);
-  f->stack = mem + kPage;
-  getcontext(&f->boot);
-  f->boot.uc_stack.ss_sp = f->stack;
-  f->boot.uc_stack.ss_size = kStack;
+  Fiber* f = worker.fibers[t];
+  if (!f) {
+    f = new (std::nothrow) Fiber();
+    if (!f) return nullptr;
+    getcontext(&f->boot);
+    worker.fibers[t] = f;
+  }
+  f->boot.uc_stack.ss_sp = worker.launch->stacks[t];
+  f->boot.uc_stack.ss_size = worker.launch->stack_bytes;
   f->boot.uc_link = nullptr;
   makecontext(&f->boot, fiber_main, 0);
-  worker.fibers[t] = f;
+  f->state = 0;
   return f;
 }
 
 static void run_block_on_fibers(unsigned int nthreads) {
   const dim3 b = worker.block_dim;
+  const bool boot = worker.booted < nthreads;
   for (unsigned int t = 0; t < nthreads; ++t) {
-    Fiber* f = fiber((int)t);
+    Fiber* f = boot ? fiber((int)t) : worker.fibers[t];
     if (!f) { fail("out of host memory for the block's threads"); return; }
     f->tid = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
-    f->state = f->state == 0 ? 0 : 3;  // 3: started before, resumes into the next block
+    f->state = boot ? 0 : 3;  // 3: started in an earlier block, resumes into this one
   }
+  worker.booted = nthreads;
   for (;;) {
     unsigned int waiting = 0, finished = 0;
     for (unsigned int t = 0; t < nthreads; ++t) {
@@ -196,6 +201,7 @@ static void run(Launch* l, void (*body)(void*), void* arg) {
   worker.body = body;
   worker.arg = arg;
   worker.on_fibers = l->fibers;
+  worker.booted = 0;
   worker.grid_dim = dim3(l->grid[0], l->grid[1], l->grid[2]);
   worker.block_dim = dim3(l->block[0], l->block[1], l->block[2]);
   const unsigned int nthreads = l->block[0] * l->block[1] * l->block[2];

@@ -134,6 +134,89 @@ fn a_barrier_some_threads_skip_is_an_error() {
 }
 
 #[test]
+fn a_launch_after_a_failed_one_starts_its_threads_afresh() {
+    let Some(dev) = dev(0, "a_launch_after_a_failed_one_starts_its_threads_afresh") else {
+        return;
+    };
+    // Diverging leaves the block's fibers parked at a barrier; the next launch must not resume
+    // them there.
+    let k = kernel(
+        &dev,
+        "maybe_divergent",
+        r#"extern "C" __global__ void maybe_divergent(float* out, long long diverge) {
+             if (!diverge || threadIdx.x < 100) { __syncthreads(); }
+             out[threadIdx.x] = (float)threadIdx.x;
+             __syncthreads();
+             out[threadIdx.x] += 1.0f;
+           }"#,
+    )
+    .unwrap();
+    let p = dev.backend.alloc(256 * 4).unwrap();
+    for _ in 0..2 {
+        let e = k.launch(&dev, 1, 256, &mut [p, 1], "maybe_divergent");
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("not reached by every thread"));
+        k.launch(&dev, 1, 256, &mut [p, 0], "maybe_divergent")
+            .unwrap();
+        let want: Vec<f32> = (0..256).map(|t| t as f32 + 1.0).collect();
+        assert_eq!(download_f32(&dev, p, 256), want);
+    }
+    // SAFETY: allocated above, freed once.
+    unsafe { dev.backend.free(p) };
+}
+
+/// The number of memory mappings of this process.
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
+}
+
+#[test]
+fn kernel_libraries_share_the_host_threads_fiber_stacks() {
+    let Some(dev) = dev(0, "kernel_libraries_share_the_host_threads_fiber_stacks") else {
+        return;
+    };
+    // Each library used to map a stack (and its guard page) per thread of a block, for the life
+    // of the process: 512 mappings per library here, so that a process with a few hundred
+    // kernels reached the kernel's limit on mappings (65,530 by default).
+    let libraries = 8;
+    let kernels: Vec<_> = (0..libraries)
+        .map(|i| {
+            let name = format!("rotate_and_sum_{i}");
+            let src = ROTATE_AND_SUM.replace("rotate_and_sum(", &format!("{name}("));
+            (name.clone(), kernel(&dev, &name, &src).unwrap())
+        })
+        .collect();
+    let input: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    let pin = upload_f32(&dev, &input);
+    let prot = dev.backend.alloc(256 * 4).unwrap();
+    let psum = dev.backend.alloc(4).unwrap();
+    let before = mappings();
+    for (name, k) in &kernels {
+        k.launch(&dev, 1, 256, &mut [pin, prot, psum], name)
+            .unwrap();
+        assert_eq!(
+            download_f32(&dev, psum, 1),
+            vec![(0..256).sum::<i32>() as f32]
+        );
+    }
+    let grown = mappings().saturating_sub(before);
+    // One set of 256 stacks for this thread (512 mappings) at most, plus whatever other tests
+    // map meanwhile; the old way took 8 * 512.
+    assert!(
+        grown < 512 + 1024,
+        "{libraries} kernel libraries added {grown} memory mappings"
+    );
+    // SAFETY: allocated above, freed once.
+    unsafe {
+        for p in [pin, prot, psum] {
+            dev.backend.free(p);
+        }
+    }
+}
+
+#[test]
 fn every_thread_and_block_index_of_a_3d_launch_runs_once() {
     let Some(dev) = dev(1, "every_thread_and_block_index_of_a_3d_launch_runs_once") else {
         return;
