@@ -81,6 +81,12 @@ impl Drop for FiberStacks {
     }
 }
 
+/// How many fiber stacks this thread holds.
+#[cfg(test)]
+pub(crate) fn fiber_stacks_of_this_thread() -> usize {
+    FIBER_STACKS.with(|s| s.borrow().0.len())
+}
+
 thread_local! {
     static FIBER_STACKS: std::cell::RefCell<FiberStacks> =
         const { std::cell::RefCell::new(FiberStacks(Vec::new())) };
