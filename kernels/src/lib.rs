@@ -37,7 +37,7 @@ pub mod stats;
 pub mod upload;
 
 pub use compile_error::CompileError;
-pub use elementwise::{ArgumentError, ElementwiseDef, InvalidKernel};
+pub use elementwise::{ArgumentError, ElementwiseDef, InputArg, InvalidKernel};
 pub use reduction::{reduction, ReductionKind, REDUCTION_BLOCK};
 
 pub use stats::KernelStats;

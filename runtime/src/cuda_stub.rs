@@ -16,7 +16,7 @@ use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
 
-pub(crate) use kernels::{builtin_kernels, source_for};
+pub(crate) use kernels::{builtin_kernels, source_for, LaunchArgs, Operand};
 
 const REASON: &str = "kusari was built without its `cuda` feature";
 
@@ -33,8 +33,6 @@ pub(crate) enum CudaStorage {}
 
 /// A CUDA buffer and the layout into it.
 pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
-
-type Launched = (Vec<CudaStorage>, Vec<usize>);
 
 impl CudaStorage {
     pub(crate) fn dtype(&self) -> DType {
@@ -67,13 +65,14 @@ impl CudaStorage {
     }
 
     pub(crate) fn launch(
-        &self,
-        _kernel: &ElementwiseDef,
-        _inputs: &[CudaRef<'_>],
-        _params: &[f64],
-        _shape: Option<&[usize]>,
-    ) -> Result<Launched> {
-        match *self {}
+        ordinal: usize,
+        kernel: &ElementwiseDef,
+        _args: &LaunchArgs<'_, CudaRef<'_>>,
+    ) -> Result<(Vec<Option<CudaStorage>>, Vec<usize>)> {
+        Err(unavailable(&format!(
+            "kernel {} on cuda:{ordinal}",
+            kernel.name
+        )))
     }
 
     pub(crate) fn contiguous(&self, _l: &Layout) -> Result<Self> {

@@ -51,7 +51,7 @@ pub use graph::{
     apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
     GradOptions, GradOutputs, InputMeta, Variable,
 };
-pub use kernel::{array_kernels, ElementwiseKernel};
+pub use kernel::{array_kernels, ElementwiseKernel, KernelArg, KernelCall};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
 pub use scalar::Scalar;

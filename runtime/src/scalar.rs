@@ -206,12 +206,9 @@ mod tests {
         assert_eq!(Scalar::from(2.5f32).to_dtype(DType::I32), None);
         assert_eq!(Scalar::from(f64::NAN).to_dtype(DType::I64), None);
         assert_eq!(Scalar::from(f64::INFINITY).to_dtype(DType::I64), None);
+        assert_eq!(Scalar::from(2f64.powi(63)).to_dtype(DType::I64), None);
         assert_eq!(
-            Scalar::from(9.223_372_036_854_775_808e18).to_dtype(DType::I64),
-            None
-        );
-        assert_eq!(
-            Scalar::from(-9.223_372_036_854_775_808e18).to_dtype(DType::I64),
+            Scalar::from(-(2f64.powi(63))).to_dtype(DType::I64),
             Some(Scalar::I64(i64::MIN))
         );
         assert_eq!(
