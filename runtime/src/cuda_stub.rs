@@ -16,7 +16,9 @@ use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
 
-pub(crate) use kernels::{builtin_kernels, source_for, LaunchArgs, Operand};
+pub(crate) use kernels::{
+    builtin_kernels, source_for, LaunchArgs, Operand, MOMENTUM_SGD_UPDATE, SGD_UPDATE,
+};
 
 const REASON: &str = "kusari was built without its `cuda` feature";
 

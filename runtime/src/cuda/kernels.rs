@@ -63,6 +63,25 @@ pub(crate) static MUL_ADD: ElementwiseDef =
 pub(crate) static COPY: ElementwiseDef =
     ElementwiseDef::new("kusari_copy", "T a", "T out", "", "out = a;");
 
+/// Chainer's SGD update, `param -= lr * grad`, written in place into the caller's `param`.
+pub(crate) static SGD_UPDATE: ElementwiseDef = ElementwiseDef::new(
+    "kusari_sgd_update",
+    "T grad",
+    "T param",
+    "T lr",
+    "param -= lr * grad;",
+);
+
+/// Chainer's MomentumSGD update, `v = momentum * v - lr * grad; param += v`, written in place
+/// into the caller's `param` and `v`.
+pub(crate) static MOMENTUM_SGD_UPDATE: ElementwiseDef = ElementwiseDef::new(
+    "kusari_momentum_sgd_update",
+    "T grad",
+    "T param, T v",
+    "T lr, T momentum",
+    "v = momentum * v - lr * grad;\nparam += v;",
+);
+
 /// The matrix product of contiguous `[batch, rows, inner]` and `[batch, inner, cols]` arrays, one
 /// thread per output element: for integers, and floats where cuBLAS cannot be loaded.
 pub(crate) static MATMUL: ElementwiseDef = ElementwiseDef::new(
@@ -207,6 +226,8 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
     all.push((MUL_ADD, NUM));
     all.push((COPY, ALL));
     all.push((MATMUL, NUM));
+    all.push((SGD_UPDATE, FLOAT));
+    all.push((MOMENTUM_SGD_UPDATE, FLOAT));
     for d in DType::ALL {
         all.push((*fill_kernel(d), &[]));
     }

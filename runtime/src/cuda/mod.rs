@@ -41,7 +41,9 @@ pub use kusari_kernels::KernelStats;
 pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;
-pub(crate) use kernels::{builtin_kernels, source_for, LaunchArgs, Operand};
+pub(crate) use kernels::{
+    builtin_kernels, source_for, LaunchArgs, Operand, MOMENTUM_SGD_UPDATE, SGD_UPDATE,
+};
 pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
 

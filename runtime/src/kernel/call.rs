@@ -92,9 +92,10 @@ scalar_arg!(Scalar, bool, i32, i64, half::f16, half::bf16, f32, f64);
 ///
 /// The write goes to the output's buffer, which every clone and view of that array shares:
 /// they all see the new values, as NumPy and CuPy views do (a [`Variable`](crate::Variable)
-/// whose data it is included). kusari's own operations never write into an existing buffer;
-/// only launches with outputs given do, ordered on the device's stream after every launch that
-/// reads the buffer before.
+/// whose data it is included). kusari's own array operations never write into an existing
+/// buffer; only launches with outputs given do (the SGD and MomentumSGD updates of CUDA
+/// parameters among them), ordered on the device's stream after every launch that reads the
+/// buffer before.
 #[derive(Clone, Debug)]
 #[must_use = "a kernel call does nothing until it is run"]
 pub struct KernelCall<'a> {
