@@ -5,6 +5,7 @@
 //! The numerical gradient here is deliberately independent of the graph machinery: it only
 //! calls a forward closure on perturbed f64 copies of the inputs.
 
+pub mod call_kernels;
 pub mod code_kernels;
 
 use kusari::{Array, DType, Result};

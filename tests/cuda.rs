@@ -1552,7 +1552,15 @@ fn kernels_with_several_outputs_and_mixed_types() {
     let (gx, gk) = (on(dev, &x), on(dev, &k));
     for (shift, scale, flip, bias) in [(3.0, 0.5, 0.0, 0.25), (-7.0, -2.0, 1.0, 1.5)] {
         let out = SCALED
-            .launch(&[&gx.t().t(), &gk], &[shift, scale, flip, bias])
+            .launch(
+                &[&gx.t().t(), &gk],
+                &[
+                    shift.into(),
+                    scale.into(),
+                    (flip != 0.0).into(),
+                    bias.into(),
+                ],
+            )
             .unwrap();
         assert_eq!(out[0].dtype(), DType::F64);
         assert_eq!(out[1].dtype(), DType::I64);
@@ -1584,7 +1592,7 @@ fn kernels_with_several_outputs_and_mixed_types() {
         );
     }
     // Arguments are checked before anything runs.
-    let e = SCALED.launch(&[&gx, &gk], &[1.0]).unwrap_err();
+    let e = SCALED.launch(&[&gx, &gk], &[1.0.into()]).unwrap_err();
     assert!(e.to_string().contains("scalar parameter"), "{e}");
     let e = SUM_DIFF.launch(&[&gx, &gk], &[]).unwrap_err();
     assert!(
@@ -1623,7 +1631,12 @@ fn warm_launches_compile_and_load_nothing() {
     );
     let (x, y) = (on(dev, &hx), on(dev, &hy));
     let expected = hx.mul_scalar(2.0).unwrap().add(&hy).unwrap();
-    let launch = |x: &Array| CACHE_PROBE.launch(&[x, &y], &[2.0]).unwrap().remove(0);
+    let launch = |x: &Array| {
+        CACHE_PROBE
+            .launch(&[x, &y], &[2.0.into()])
+            .unwrap()
+            .remove(0)
+    };
 
     // First launch of this kernel in the process: compiled (or read from the disk cache) and
     // loaded once.

@@ -34,12 +34,15 @@ fn a_preamble_defines_device_functions_the_body_calls() {
             .unwrap()
             .add_scalar(0.5)
             .unwrap();
-        let y = CUBE_PLUS.launch(&[&on_gpu(&hx)], &[0.5]).unwrap().remove(0);
+        let y = CUBE_PLUS
+            .launch(&[&on_gpu(&hx)], &[0.5.into()])
+            .unwrap()
+            .remove(0);
         assert_eq!(y.dtype(), dtype);
         assert_close(&y.to_device(Device::Cpu).unwrap(), &expected, 1e-6, 1e-6);
         // A strided (transposed) input takes the other variant, with the same preamble.
         let y = CUBE_PLUS
-            .launch(&[&on_gpu(&hx).t()], &[0.5])
+            .launch(&[&on_gpu(&hx).t()], &[0.5.into()])
             .unwrap()
             .remove(0);
         assert_close(
@@ -151,7 +154,7 @@ fn code_that_does_not_balance_is_refused_before_compiling() {
         CUBE_PLUS.with_after_loop("#define X }"),
     ];
     for (k, part) in parts.iter().zip(["preamble", "loop_prep", "after_loop"]) {
-        let e = k.launch(&[&x], &[0.0]).unwrap_err();
+        let e = k.launch(&[&x], &[0.0.into()]).unwrap_err();
         assert!(matches!(e, Error::InvalidKernel { .. }), "{e:?}");
         assert!(e.to_string().contains(&format!("invalid {part}")), "{e}");
     }
@@ -164,7 +167,7 @@ fn a_preamble_that_does_not_compile_is_reported_on_its_own_lines() {
     }
     let bad = CUBE_PLUS.with_preamble("__device__ T cube(T v) {\n  return v * undeclared;\n}");
     let x = on_gpu(&Array::zeros(&[2], DType::F32).unwrap());
-    let e = bad.launch(&[&x], &[0.0]).unwrap_err();
+    let e = bad.launch(&[&x], &[0.0.into()]).unwrap_err();
     assert!(matches!(e, Error::KernelCompile { .. }), "{e:?}");
     let msg = format!(
         "{e}: {:?}",
@@ -245,7 +248,7 @@ fn a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise() {
     let e = PAIR_SUMS.launch(&[&host], &[]).unwrap_err();
     assert!(e.to_string().contains("every array input is raw"), "{e}");
     // A non-raw input sets the loop's size itself.
-    let e = CUBE_PLUS.launch_sized(&[&a], &[1.0], 4).unwrap_err();
+    let e = CUBE_PLUS.launch_sized(&[&a], &[1.0.into()], 4).unwrap_err();
     assert!(matches!(e, Error::KernelArguments { .. }), "{e:?}");
     assert!(
         e.to_string()

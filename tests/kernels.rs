@@ -11,7 +11,10 @@
 //! - the built-in reductions ([`kusari::array_reduction_kernels`]: sum, max and min, which
 //!   `mean` uses too), in each dtype they run in;
 //! - in a test of their own, the test kernels with a preamble, `loop_prep` and `after_loop`
-//!   and the all-`raw` one ([`kusari_tests::code_kernels`]), in float32 and float64.
+//!   and the all-`raw` one ([`kusari_tests::code_kernels`]), in float32 and float64;
+//! - in another, the kernels the tests launch with the full call
+//!   ([`kusari_tests::call_kernels`]), in float32, float64 and int64, and the strided variants
+//!   with collapsed and uncollapsed axes they run.
 //!
 //! The expected number of compilations is computed from those lists, so a kernel that silently
 //! drops out fails the test. Compilation runs on a few threads: NVRTC compiles separate programs
@@ -190,6 +193,53 @@ fn kernels_with_a_preamble_loop_prep_and_after_loop_compile() {
     assert!(jobs
         .iter()
         .any(|j| j.src.source.contains("cube_plus_preamble")));
+    let failures = compile_all(&jobs, 2);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn kernels_launched_with_the_full_call_compile() {
+    if !nvrtc_or_skip("kernels_launched_with_the_full_call_compile") {
+        return;
+    }
+    let kernels = kusari_tests::call_kernels::all();
+    assert_eq!(kernels.len(), 8, "the kernels of call_kernels.rs");
+    let mut jobs = Vec::new();
+    let mut expected = 0;
+    for k in &kernels {
+        let types: &[Option<ScalarType>] = match placeholders(k).1.is_empty() {
+            true => &[None],
+            false => &[
+                Some(ScalarType::Float32),
+                Some(ScalarType::Float64),
+                Some(ScalarType::Int64),
+            ],
+        };
+        for &t in types {
+            elementwise_jobs(k, t, &mut jobs);
+            expected += VARIANTS.len() * ARCHS.len();
+        }
+    }
+    // The strided variants with collapsed (1) and uncollapsed (3) axes the tests launch.
+    for (k, ndim) in [
+        (&kusari_tests::call_kernels::MUL_PLUS_INDEX, 1),
+        (&kusari_tests::call_kernels::MUL_PLUS_INDEX_ALL_AXES, 3),
+    ] {
+        let (sig, _) = placeholders(k);
+        let types = [('T', ScalarType::Float64)];
+        let indexing = Indexing::Strided { ndim };
+        let src = generate_code(k.name, &sig, k.code(), &types, indexing, IndexWidth::I32)
+            .unwrap_or_else(|e| panic!("kernel {}: {e}", k.name));
+        for arch in ARCHS {
+            jobs.push(Job {
+                what: format!("{} strided{ndim} for {arch}", k.name),
+                src: src.clone(),
+                arch,
+            });
+            expected += 1;
+        }
+    }
+    assert_eq!(jobs.len(), expected);
     let failures = compile_all(&jobs, 2);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

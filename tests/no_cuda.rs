@@ -198,13 +198,17 @@ fn launching_a_kernel_on_host_arrays_is_an_error() {
     static AXPY: ElementwiseKernel =
         ElementwiseKernel::new("axpy", "T x, T y", "T w", "T a", "w = a * x + y;");
     let x = Array::ones(&[3], DType::F32).unwrap();
-    let msg = assert_unavailable(AXPY.launch(&[&x, &x], &[2.0]), "kernel axpy", &["native:0"]);
+    let msg = assert_unavailable(
+        AXPY.launch(&[&x, &x], &[2.0.into()]),
+        "kernel axpy",
+        &["native:0"],
+    );
     assert!(msg.contains("to_device"), "the message says how: {msg}");
     // Argument errors come first, and are not CudaUnavailable.
     let e = AXPY.launch(&[&x, &x], &[]).unwrap_err();
     assert!(e.to_string().contains("scalar parameter"), "{e}");
     let y = Array::ones(&[3], DType::F64).unwrap();
-    let e = AXPY.launch(&[&x, &y], &[2.0]).unwrap_err();
+    let e = AXPY.launch(&[&x, &y], &[2.0.into()]).unwrap_err();
     assert!(!matches!(e, Error::CudaUnavailable { .. }), "{e:?}");
     assert!(
         e.to_string().contains("`T` was bound to float32 by `x`"),

@@ -768,3 +768,49 @@ fn on_cuda_the_update_matches_the_host() -> Result<()> {
     assert_eq!(link.a.array()?.device(), gpu);
     Ok(())
 }
+
+#[test]
+fn on_cuda_sgd_and_momentum_sgd_update_the_parameter_in_place() -> Result<()> {
+    let Some(gpu) = kusari::testing::cuda_or_skip("on_cuda_sgd_updates_in_place")? else {
+        return Ok(());
+    };
+    let (ga, gb) = &GRADS[0];
+    for dtype in [DType::F32, DType::F64, DType::F16] {
+        let make = || -> Vec<Box<dyn Optimizer>> {
+            vec![
+                Box::new(SGD::new().lr(0.5)),
+                Box::new(MomentumSGD::new().lr(0.5).momentum(0.5)),
+            ]
+        };
+        for (mut on_host, mut on_gpu) in make().into_iter().zip(make()) {
+            let host = tiny(dtype)?;
+            let device = tiny_on(dtype, gpu)?;
+            let before = device.a.array()?;
+            for _ in 0..2 {
+                backprop(&host, ga, gb)?;
+                backprop(&device, ga, gb)?;
+                on_host.update(&host)?;
+                on_gpu.update(&device)?;
+            }
+            let after = device.a.array()?;
+            // float32 and float64 parameters are written in place, as Chainer's kernels do:
+            // an array taken before the step sees the new values. The half types are not.
+            let in_place = dtype != DType::F16;
+            assert_eq!(after.shares_buffer(&before), in_place, "{dtype}");
+            let seen = before.to_f64_vec()?;
+            let expected = values(&host.a);
+            let tol = match dtype {
+                DType::F16 => 1e-2,
+                _ => tolerance(dtype),
+            };
+            if in_place {
+                assert_close(&seen, &expected, tol);
+            } else {
+                assert_close(&seen, &A0, 0.0);
+            }
+            assert_close(&values(&device.a), &expected, tol);
+            assert_close(&values(&device.b), &values(&host.b), tol);
+        }
+    }
+    Ok(())
+}

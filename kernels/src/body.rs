@@ -76,47 +76,77 @@ pub enum BodyProblem {
     LoneCarriageReturn,
 }
 
-impl fmt::Display for BodyProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const BALANCE: &str = "a kernel body's braces, parentheses and brackets must balance";
-        match self {
-            BodyProblem::Unopened { close } => write!(
-                f,
-                "`{close}` closes nothing: {BALANCE} (a body cannot close the kernel's function)"
+impl BodyProblem {
+    /// The message for this problem in `part` of a kernel's code (`body`, `preamble`,
+    /// `loop_prep` or `after_loop`), naming the part.
+    ///
+    /// ```
+    /// use kusari_kernels::body::BodyProblem;
+    /// let p = BodyProblem::Unclosed { open: "(".into() };
+    /// assert!(p.message("preamble").contains("the preamble's braces"));
+    /// assert!(p.to_string().contains("a kernel body's braces"));
+    /// ```
+    pub fn message(&self, part: &str) -> String {
+        let (whose, code, stays) = match part {
+            "body" => (
+                "a kernel body's".to_string(),
+                "a kernel body".to_string(),
+                "a body cannot close the kernel's function",
             ),
+            "preamble" => (
+                "the preamble's".to_string(),
+                "a preamble".to_string(),
+                "a preamble cannot close a scope it did not open",
+            ),
+            other => (
+                format!("{other}'s"),
+                other.to_string(),
+                "kernel code cannot close the kernel's function",
+            ),
+        };
+        let balance = format!("{whose} braces, parentheses and brackets must balance");
+        match self {
+            BodyProblem::Unopened { close } => {
+                format!("`{close}` closes nothing: {balance} ({stays})")
+            }
             BodyProblem::Mismatched {
                 open,
                 open_at: (line, column),
                 close,
-            } => write!(
-                f,
-                "`{close}` does not close the `{open}` at line {line}, column {column}: {BALANCE}"
+            } => format!(
+                "`{close}` does not close the `{open}` at line {line}, column {column}: {balance}"
             ),
-            BodyProblem::Unclosed { open } => write!(f, "`{open}` is never closed: {BALANCE}"),
+            BodyProblem::Unclosed { open } => format!("`{open}` is never closed: {balance}"),
             BodyProblem::UnterminatedString => {
-                f.write_str("string literal without its closing `\"` on the same line")
+                "string literal without its closing `\"` on the same line".to_string()
             }
             BodyProblem::UnterminatedChar => {
-                f.write_str("character literal without its closing `'` on the same line")
+                "character literal without its closing `'` on the same line".to_string()
             }
-            BodyProblem::BadRawString => f.write_str(
-                "raw string literal without a valid delimiter or its closing `)delimiter\"`",
+            BodyProblem::BadRawString => {
+                "raw string literal without a valid delimiter or its closing `)delimiter\"`"
+                    .to_string()
+            }
+            BodyProblem::UnterminatedComment => "`/*` comment without its `*/`".to_string(),
+            BodyProblem::Directive { directive } => format!(
+                "`{directive}` in {code}: only `#pragma` directives are allowed (others can hide braces from the compiler or add some)"
             ),
-            BodyProblem::UnterminatedComment => f.write_str("`/*` comment without its `*/`"),
-            BodyProblem::Directive { directive } => write!(
-                f,
-                "`{directive}` in a kernel body: only `#pragma` directives are allowed (others can hide braces from the compiler or add some)"
-            ),
-            BodyProblem::LineContinuation => f.write_str(
-                "a backslash at the end of a line (a line continuation) is not allowed in a kernel body",
+            BodyProblem::LineContinuation => format!(
+                "a backslash at the end of a line (a line continuation) is not allowed in {code}"
             ),
             BodyProblem::Trigraph { trigraph } => {
-                write!(f, "trigraph `{trigraph}` is not allowed in a kernel body")
+                format!("trigraph `{trigraph}` is not allowed in {code}")
             }
-            BodyProblem::LoneCarriageReturn => f.write_str(
-                "a carriage return not followed by a newline is not allowed in a kernel body",
-            ),
+            BodyProblem::LoneCarriageReturn => {
+                format!("a carriage return not followed by a newline is not allowed in {code}")
+            }
         }
+    }
+}
+
+impl fmt::Display for BodyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message("body"))
     }
 }
 
@@ -146,20 +176,43 @@ impl BodyError {
 
     /// The message followed by the line of the body with the offending text underlined.
     pub fn render(&self, body: &str) -> String {
+        self.render_in("body", body)
+    }
+
+    /// The message for this problem in `part` of a kernel's code (`body`, `preamble`,
+    /// `loop_prep` or `after_loop`, [`BodyProblem::message`]), with its line and column.
+    ///
+    /// ```
+    /// use kusari_kernels::body::check_body;
+    /// let e = check_body("int c = (0;").unwrap_err();
+    /// assert_eq!(
+    ///     e.message_in("loop_prep"),
+    ///     "line 1, column 9: `(` is never closed: loop_prep's braces, parentheses and brackets must balance"
+    /// );
+    /// ```
+    pub fn message_in(&self, part: &str) -> String {
         format!(
-            "{self}\n{}",
-            crate::signature::underline(body, self.span.clone())
+            "line {}, column {}: {}",
+            self.line,
+            self.column,
+            self.problem.message(part)
+        )
+    }
+
+    /// [`message_in`](Self::message_in) followed by the line of `code` with the offending text
+    /// underlined.
+    pub fn render_in(&self, part: &str, code: &str) -> String {
+        format!(
+            "{}\n{}",
+            self.message_in(part),
+            crate::signature::underline(code, self.span.clone())
         )
     }
 }
 
 impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "line {}, column {}: {}",
-            self.line, self.column, self.problem
-        )
+        f.write_str(&self.message_in("body"))
     }
 }
 

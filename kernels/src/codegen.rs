@@ -368,7 +368,7 @@ impl std::fmt::Display for CodegenError {
                 kernel,
                 part,
                 error,
-            } => write!(f, "kernel {kernel}: {part}: {error}"),
+            } => write!(f, "kernel {kernel}: {part}: {}", error.message_in(part)),
             CodegenError::UnboundPlaceholder {
                 kernel,
                 placeholder,
@@ -509,17 +509,18 @@ pub fn generate_code(
         .collect();
 
     let mut params: Vec<String> = Vec::new();
+    // A non-`raw` input may be the very output it is read into (an in-place launch reads
+    // element `i` before writing it), so only `raw` pointers, which never alias another
+    // argument, are `__restrict__`.
+    let pointer = |p: &Param, prefix: &str| match p.raw {
+        true => format!("* __restrict__ {}", p.name),
+        false => format!("* {prefix}{}", p.name),
+    };
     for p in &sig.inputs {
-        let prefix = if p.raw { "" } else { "_in_" };
-        params.push(format!(
-            "const {}* __restrict__ {prefix}{}",
-            type_name(p),
-            p.name
-        ));
+        params.push(format!("const {}{}", type_name(p), pointer(p, "_in_")));
     }
     for p in &sig.outputs {
-        let prefix = if p.raw { "" } else { "_out_" };
-        params.push(format!("{}* __restrict__ {prefix}{}", type_name(p), p.name));
+        params.push(format!("{}{}", type_name(p), pointer(p, "_out_")));
     }
     for p in &sig.params {
         params.push(format!("const {} {}", type_name(p), p.name));

@@ -63,6 +63,16 @@ impl fmt::Display for InvalidKernel {
 
 impl std::error::Error for InvalidKernel {}
 
+/// What binding sees of the argument given for an array input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputArg<'a> {
+    /// An array of this element type and shape (the shape only names it in messages).
+    Array(ScalarType, &'a [usize]),
+    /// A scalar of this element type, broadcast as a 0-d value; it binds its placeholder only
+    /// where no array does ([`ElementwiseDef::bind_args`]).
+    Scalar(ScalarType),
+}
+
 /// Arguments that do not fit a kernel's signature.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ArgumentError {
@@ -192,7 +202,7 @@ impl ElementwiseDef {
         }
         for (part, code) in self.code().parts() {
             if let Err(e) = crate::body::check_body(code) {
-                problems.push(format!("invalid {part}: {}", e.render(code)));
+                problems.push(format!("invalid {part}: {}", e.render_in(part, code)));
             }
         }
         match sig {
@@ -213,6 +223,38 @@ impl ElementwiseDef {
         sig: &ElementwiseSignature,
         inputs: &[(ScalarType, &[usize])],
     ) -> Result<Vec<(char, ScalarType)>, ArgumentError> {
+        let args: Vec<InputArg<'_>> = inputs
+            .iter()
+            .map(|&(ty, shape)| InputArg::Array(ty, shape))
+            .collect();
+        self.bind_args(sig, &args)
+    }
+
+    /// [`bind`](Self::bind) where an input may be given a scalar ([`InputArg::Scalar`], CuPy's
+    /// Python scalar for a `T x` input). Arrays bind first, as in `bind`. A scalar binds weakly:
+    /// a placeholder that an array binds keeps the array's type (the launch converts the scalar
+    /// to it), and a placeholder that only scalars bind takes their type when they agree and is
+    /// an error naming the placeholder when they do not. A scalar for a concrete type is left to
+    /// the launch to convert; a scalar for a `raw` input is an error (the body indexes it).
+    ///
+    /// ```
+    /// use kusari_kernels::elementwise::InputArg;
+    /// use kusari_kernels::{ElementwiseDef, ScalarType::{Float32, Float64, Int64}};
+    /// let k = ElementwiseDef::new("axpy", "T a, T x, T y", "T w", "", "w = a * x + y;");
+    /// let sig = k.signature().unwrap();
+    /// let x = InputArg::Array(Float32, &[3]);
+    /// let t = k.bind_args(&sig, &[InputArg::Scalar(Float64), x, x]).unwrap();
+    /// assert_eq!(t, vec![('T', Float32)]); // the arrays' type, not the scalar's
+    /// let s = |t| InputArg::Scalar(t);
+    /// assert_eq!(k.bind_args(&sig, &[s(Float64), s(Float64), s(Float64)]).unwrap(), vec![('T', Float64)]);
+    /// let e = k.bind_args(&sig, &[s(Int64), s(Float64), s(Float64)]).unwrap_err();
+    /// assert!(e.to_string().contains("placeholder `T` is bound only by scalars"), "{e}");
+    /// ```
+    pub fn bind_args(
+        &self,
+        sig: &ElementwiseSignature,
+        inputs: &[InputArg<'_>],
+    ) -> Result<Vec<(char, ScalarType)>, ArgumentError> {
         if inputs.len() != sig.inputs.len() {
             return Err(ArgumentError::InputCount {
                 kernel: self.name,
@@ -221,7 +263,18 @@ impl ElementwiseDef {
             });
         }
         let mut bound: Vec<(char, ScalarType, &str)> = Vec::new();
-        for (param, &(ty, shape)) in sig.inputs.iter().zip(inputs) {
+        for (param, &arg) in sig.inputs.iter().zip(inputs) {
+            let (ty, shape) = match arg {
+                InputArg::Array(ty, shape) => (ty, shape),
+                InputArg::Scalar(ty) if param.raw => {
+                    return Err(self.mismatch(format!(
+                        "argument `{}` is a scalar ({ty}), but the signature declares it `raw`: \
+                         a raw input is indexed by the body, so it must be an array",
+                        param.name
+                    )));
+                }
+                InputArg::Scalar(_) => continue,
+            };
             match param.ty {
                 ParamType::Concrete(t) if t != ty => {
                     return Err(self.mismatch(format!(
@@ -242,7 +295,46 @@ impl ElementwiseDef {
                 },
             }
         }
-        Ok(bound.into_iter().map(|(c, t, _)| (c, t)).collect())
+        // Placeholders no array bound: their scalars must agree.
+        let mut weak: Vec<(char, ScalarType, &str)> = Vec::new();
+        for (param, &arg) in sig.inputs.iter().zip(inputs) {
+            let (ParamType::Placeholder(c), InputArg::Scalar(ty)) = (param.ty, arg) else {
+                continue;
+            };
+            if bound.iter().any(|(p, ..)| *p == c) {
+                continue;
+            }
+            match weak.iter().find(|(p, ..)| *p == c) {
+                Some((_, first, first_name)) if *first != ty => {
+                    return Err(self.mismatch(format!(
+                        "placeholder `{c}` is bound only by scalars, and they disagree: `{first_name}` \
+                         is {first}, `{}` is {ty} (give them one type, or an array for one of them)",
+                        param.name
+                    )));
+                }
+                Some(_) => {}
+                None => weak.push((c, ty, &param.name)),
+            }
+        }
+        // In order of first use among the inputs.
+        let mut types: Vec<(char, ScalarType)> = Vec::new();
+        for param in &sig.inputs {
+            let ParamType::Placeholder(c) = param.ty else {
+                continue;
+            };
+            if types.iter().any(|(p, _)| *p == c) {
+                continue;
+            }
+            match bound.iter().chain(&weak).find(|(p, ..)| *p == c) {
+                Some(&(_, t, _)) => types.push((c, t)),
+                None => {
+                    return Err(
+                        self.mismatch(format!("type placeholder `{c}` is bound by no argument"))
+                    )
+                }
+            }
+        }
+        Ok(types)
     }
 
     /// An error unless `given` scalar parameters are one per parameter of `sig` (this kernel's).
@@ -343,6 +435,64 @@ mod tests {
                 expected: 2,
                 actual: 1
             })
+        );
+    }
+
+    #[test]
+    fn scalars_bind_weakly_and_never_a_raw_input() {
+        use InputArg::{Array, Scalar};
+        use ScalarType::Int64;
+        let k = ElementwiseDef::new("k", "T a, T b, U c, raw T r", "T w", "", "w = a;");
+        let sig = k.signature().unwrap();
+        let s: &[usize] = &[2];
+        // An array binds T whatever the scalars are; U only has its scalar.
+        let args = [
+            Scalar(Float64),
+            Array(Float32, s),
+            Scalar(Int64),
+            Array(Float32, s),
+        ];
+        assert_eq!(
+            k.bind_args(&sig, &args).unwrap(),
+            vec![('T', Float32), ('U', Int64)]
+        );
+        // Only scalars bind T (the raw input is an array of their type).
+        let args = [
+            Scalar(Int64),
+            Scalar(Int64),
+            Scalar(Float64),
+            Array(Int64, s),
+        ];
+        assert_eq!(
+            k.bind_args(&sig, &args).unwrap(),
+            vec![('T', Int64), ('U', Float64)]
+        );
+        let pair = ElementwiseDef::new("pair", "T a, T b", "T w", "", "w = a + b;");
+        let pair_sig = pair.signature().unwrap();
+        let e = pair
+            .bind_args(&pair_sig, &[Scalar(Int64), Scalar(Float64)])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "kernel pair: placeholder `T` is bound only by scalars, and they disagree: `a` is \
+             int64, `b` is float64 (give them one type, or an array for one of them)"
+        );
+        let e = k
+            .bind_args(
+                &sig,
+                &[
+                    Array(Int64, s),
+                    Array(Int64, s),
+                    Scalar(Float64),
+                    Scalar(Int64),
+                ],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("argument `r` is a scalar (int64), but the signature declares it `raw`"),
+            "{e}"
         );
     }
 

@@ -41,7 +41,7 @@ pub mod stats;
 pub mod upload;
 
 pub use compile_error::CompileError;
-pub use elementwise::{ArgumentError, ElementwiseDef, InvalidKernel};
+pub use elementwise::{ArgumentError, ElementwiseDef, InputArg, InvalidKernel};
 pub use reduction_kernel::ReductionDef;
 
 pub use stats::KernelStats;

@@ -175,7 +175,8 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
     for (part, lit) in code {
         if let Some(lit) = lit {
             if let Err(e) = kusari_kernels::body::check_body(&lit.value()) {
-                cx.error_spanned_by(lit, format!("kernel {part}: {}", e.render(&lit.value())));
+                let code = lit.value();
+                cx.error_spanned_by(lit, format!("kernel {part}: {}", e.render_in(part, &code)));
             }
         }
     }

@@ -18,7 +18,9 @@ use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
 
-pub(crate) use kernels::{builtin_kernels, source_for};
+pub(crate) use kernels::{
+    builtin_kernels, source_for, LaunchArgs, Operand, MOMENTUM_SGD_UPDATE, SGD_UPDATE,
+};
 pub(crate) use reductions::builtin_reductions;
 
 const REASON: &str = "kusari was built without its `cuda` feature";
@@ -48,8 +50,6 @@ pub(crate) enum CudaStorage {}
 
 /// A CUDA buffer and the layout into it.
 pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
-
-type Launched = (Vec<CudaStorage>, Vec<usize>);
 
 impl CudaStorage {
     pub(crate) fn dtype(&self) -> DType {
@@ -82,13 +82,14 @@ impl CudaStorage {
     }
 
     pub(crate) fn launch(
-        &self,
-        _kernel: &ElementwiseDef,
-        _inputs: &[CudaRef<'_>],
-        _params: &[f64],
-        _shape: Option<&[usize]>,
-    ) -> Result<Launched> {
-        match *self {}
+        ordinal: usize,
+        kernel: &ElementwiseDef,
+        _args: &LaunchArgs<'_, CudaRef<'_>>,
+    ) -> Result<(Vec<Option<CudaStorage>>, Vec<usize>)> {
+        Err(unavailable(&format!(
+            "kernel {} on cuda:{ordinal}",
+            kernel.name
+        )))
     }
 
     pub(crate) fn contiguous(&self, _l: &Layout) -> Result<Self> {

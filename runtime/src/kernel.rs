@@ -1,15 +1,18 @@
 //! [`ElementwiseKernel`]: a CUDA elementwise kernel as `#[function_node]`'s `#[forward_gpu(..)]`
 //! declares it (CuPy's `ElementwiseKernel`), run over arrays. Its definition, its checks and the
 //! binding of its type placeholders are the kernel layer's ([`kusari_kernels::ElementwiseDef`]);
-//! the launch is the storage layer's.
+//! the launch is the storage layer's. [`KernelCall`] (`kernel/call.rs`) is one launch with
+//! everything CuPy's kernel call takes.
+
+mod call;
+
+pub use call::{KernelArg, KernelCall};
 
 use kusari_kernels::codegen::KernelSource;
-use kusari_kernels::{ElementwiseDef, ElementwiseSignature, ScalarType};
+use kusari_kernels::{ElementwiseDef, ElementwiseSignature, ParamType, ScalarType};
 
 use crate::error::Result;
-use crate::layout::Layout;
-use crate::storage::Storage;
-use crate::{Array, DType};
+use crate::{Array, DType, Scalar};
 
 /// A CUDA elementwise kernel: a name, the input, output and scalar-parameter signatures, and the
 /// loop body (see [`kusari_kernels::signature`] for the grammar).
@@ -29,6 +32,8 @@ use crate::{Array, DType};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ElementwiseKernel {
     def: ElementwiseDef,
+    no_return: bool,
+    reduce_dims: bool,
 }
 
 impl std::ops::Deref for ElementwiseKernel {
@@ -41,7 +46,11 @@ impl std::ops::Deref for ElementwiseKernel {
 
 impl From<ElementwiseDef> for ElementwiseKernel {
     fn from(def: ElementwiseDef) -> Self {
-        ElementwiseKernel { def }
+        ElementwiseKernel {
+            def,
+            no_return: false,
+            reduce_dims: true,
+        }
     }
 }
 
@@ -56,15 +65,21 @@ impl ElementwiseKernel {
     ) -> Self {
         ElementwiseKernel {
             def: ElementwiseDef::new(name, inputs, outputs, params, body),
+            no_return: false,
+            reduce_dims: true,
         }
     }
 
     /// This kernel with a preamble (CuPy's `preamble`): device helper functions and constants
     /// placed before the kernel, after the placeholders' `typedef`s. Its brackets must balance
-    /// and, like the body, it may hold no preprocessor directive but `#pragma` (write
-    /// `constexpr` constants and `__device__` functions instead of `#define`s). The preamble is
-    /// part of the generated source, so a kernel that differs only in its preamble compiles to
-    /// another binary.
+    /// and, like the body, it may hold no preprocessor directive but `#pragma`: write
+    /// `constexpr` constants and `__device__` functions instead of `#define`s. A macro defined
+    /// before the kernel would apply to the code kusari generates after it, so it could change
+    /// the kernel's parameter list behind the launch's back (`#define long int` shrinks the
+    /// layout struct the launch passes by value) or hide a brace the body's check cannot see
+    /// (`#define END }`, used in the body); both are memory errors on a real GPU, from safe
+    /// code. The preamble is part of the generated source, so a kernel that differs only in its
+    /// preamble compiles to another binary.
     ///
     /// ```
     /// use kusari::ElementwiseKernel;
@@ -98,6 +113,61 @@ impl ElementwiseKernel {
     pub const fn with_after_loop(mut self, after_loop: &'static str) -> Self {
         self.def = self.def.with_after_loop(after_loop);
         self
+    }
+
+    /// This kernel with CuPy's `no_return=True`: a launch returns no arrays (an empty `Vec`),
+    /// for kernels that write only into outputs the caller gives ([`KernelCall::out`]).
+    ///
+    /// ```
+    /// use kusari::ElementwiseKernel;
+    /// static SCALE_IN_PLACE: ElementwiseKernel =
+    ///     ElementwiseKernel::new("scale_in_place", "T x", "T w", "T a", "w = a * x;").with_no_return();
+    /// assert!(SCALE_IN_PLACE.no_return());
+    /// ```
+    pub const fn with_no_return(mut self) -> Self {
+        self.no_return = true;
+        self
+    }
+
+    /// Whether a launch returns nothing ([`with_no_return`](Self::with_no_return)).
+    pub const fn no_return(&self) -> bool {
+        self.no_return
+    }
+
+    /// This kernel with CuPy's `reduce_dims` set (`true` by default): whether a strided launch
+    /// collapses the loop's axes first, dropping axes of length 1 and merging neighbours that
+    /// every array steps through as one axis ([`kusari_kernels::loop_plan::collapse_dims`]),
+    /// so each element's offsets take fewer divisions. The results are the same either way;
+    /// the variant compiled may differ in its number of axes (its entry point's `stridedN`).
+    pub const fn with_reduce_dims(mut self, reduce_dims: bool) -> Self {
+        self.reduce_dims = reduce_dims;
+        self
+    }
+
+    /// Whether strided launches collapse the loop's axes
+    /// ([`with_reduce_dims`](Self::with_reduce_dims)).
+    pub const fn reduce_dims(&self) -> bool {
+        self.reduce_dims
+    }
+
+    /// A launch of this kernel to build argument by argument: arrays or scalars for its inputs,
+    /// typed parameters, outputs to write in place, the loop's size, the device (see
+    /// [`KernelCall`] for the rules).
+    ///
+    /// ```no_run
+    /// use kusari::{Array, Device, DType, ElementwiseKernel};
+    /// static SGD: ElementwiseKernel =
+    ///     ElementwiseKernel::new("sgd", "T w, T g", "T out", "T lr", "out = w - lr * g;")
+    ///         .with_no_return();
+    /// # fn main() -> kusari::Result<()> {
+    /// let w = Array::ones(&[3], DType::F32)?.to_device(Device::Cuda(0))?;
+    /// let g = Array::ones(&[3], DType::F32)?.to_device(Device::Cuda(0))?;
+    /// SGD.call().args(&[&w, &g]).param(0.1).out(&w).run()?; // w -= 0.1 * g, in place
+    /// assert_eq!(w.to_vec::<f32>()?, vec![0.9; 3]);
+    /// # Ok(()) }
+    /// ```
+    pub fn call(&self) -> KernelCall<'_> {
+        KernelCall::new(self)
     }
 
     /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
@@ -150,22 +220,61 @@ impl ElementwiseKernel {
     /// The CUDA source a launch over `inputs` compiles: placeholders bound from the inputs'
     /// dtypes, the contiguous variant when every non-`raw` input is C-contiguous in the loop's
     /// (broadcast) shape and the strided one otherwise, and 64-bit indexing from 2^31 elements.
-    /// A kernel whose array inputs are all `raw` needs its loop's size:
-    /// [`source_for_sized`](Self::source_for_sized).
+    /// The scalar parameters are not needed here. A kernel whose array inputs are all `raw`
+    /// needs its loop's size: [`source_for_sized`](Self::source_for_sized); any other launch's
+    /// source is [`KernelCall::source`].
     pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
-        let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
-        crate::cuda::source_for(&self.def, &typed, None)
+        self.source_of(inputs, None)
     }
 
     /// The CUDA source [`launch_sized`](Self::launch_sized) compiles.
     pub fn source_for_sized(&self, inputs: &[&Array], size: usize) -> Result<KernelSource> {
-        let typed: Vec<_> = inputs.iter().map(|a| (a.dtype(), a.layout())).collect();
-        crate::cuda::source_for(&self.def, &typed, Some(size))
+        self.source_of(inputs, Some(size))
+    }
+
+    fn source_of(&self, inputs: &[&Array], size: Option<usize>) -> Result<KernelSource> {
+        // The parameters' values do not change the source: zeros of their declared types.
+        let sig = self.signature()?;
+        let types = self.def.bind(
+            &sig,
+            &inputs
+                .iter()
+                .map(|a| (ScalarType::from(a.dtype()), a.shape()))
+                .collect::<Vec<_>>(),
+        )?;
+        let params: Vec<Scalar> = sig
+            .params
+            .iter()
+            .map(|p| match p.ty {
+                ParamType::Concrete(t) => DType::from(t),
+                ParamType::Placeholder(c) => types
+                    .iter()
+                    .find(|(q, _)| *q == c)
+                    .map_or(DType::F64, |(_, t)| DType::from(*t)),
+            })
+            .map(|d| {
+                Scalar::from(false)
+                    .to_dtype(d)
+                    .unwrap_or(Scalar::Bool(false))
+            })
+            .collect();
+        let mut call = self.call().args(inputs).params(&params);
+        if let Some(size) = size {
+            call = call.size(size);
+        }
+        call.source()
     }
 
     /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
-    /// place) with the scalar `params` (converted to their declared types), returning the
-    /// outputs as new C-contiguous arrays of the broadcast shape on the inputs' device.
+    /// place) with the scalar `params`, returning the outputs as new C-contiguous arrays of the
+    /// broadcast shape on the inputs' device. Each parameter keeps its type on the way: it is
+    /// converted to the parameter's declared type by [`Scalar::to_dtype`], and one that does not
+    /// fit is an [`Error::KernelArguments`](crate::Error::KernelArguments) naming the kernel,
+    /// the parameter, its type and the value. Plain numbers convert: `&[2.0.into()]`,
+    /// `&[Scalar::from(1i64 << 60)]`.
+    ///
+    /// For scalars as inputs, outputs written in place, an explicit device and the rest of
+    /// CuPy's call, build the launch with [`call`](Self::call).
     ///
     /// The first launch of a variant (dtypes, contiguous or strided, 32- or 64-bit indexing)
     /// compiles it with NVRTC for the device's architecture through the on-disk cache and loads
@@ -178,15 +287,27 @@ impl ElementwiseKernel {
     /// no such shape, and launching it here is an
     /// [`Error::KernelArguments`](crate::Error::KernelArguments) that says to give its size
     /// with [`launch_sized`](Self::launch_sized).
-    pub fn launch(&self, inputs: &[&Array], params: &[f64]) -> Result<Vec<Array>> {
-        self.launch_with(inputs, params, None)
+    ///
+    /// ```
+    /// use kusari::{Array, DType, ElementwiseKernel, Scalar};
+    /// static SHIFT: ElementwiseKernel =
+    ///     ElementwiseKernel::new("shift", "int64 x", "int64 y", "int64 d", "y = x + d;");
+    /// let x = Array::zeros(&[2], DType::I64).unwrap();
+    /// let e = SHIFT.launch(&[&x], &[2.5.into()]).unwrap_err();
+    /// assert!(e.to_string().contains("parameter `d` is 2.5 (float64), which does not fit its type int64"), "{e}");
+    /// // An i64 keeps every bit (with a GPU, this runs): SHIFT.launch(&[&x], &[Scalar::from(1i64 << 60)])
+    /// ```
+    pub fn launch(&self, inputs: &[&Array], params: &[Scalar]) -> Result<Vec<Array>> {
+        self.call().args(inputs).params(params).run()
     }
 
     /// Runs a kernel whose array inputs are all `raw` over `size` elements (CuPy's `size=`):
     /// `i` runs over `0..size`, `n` is `size`, and the non-`raw` outputs are new arrays of
     /// shape `[size]`. A non-`raw` input is an
     /// [`Error::KernelArguments`](crate::Error::KernelArguments) naming it (its shape sets the
-    /// loop's; use [`launch`](Self::launch)). Otherwise as [`launch`](Self::launch).
+    /// loop's; use [`launch`](Self::launch)). A kernel with no array input at all runs on
+    /// [`default_device`](crate::default_device) (or the device given to
+    /// [`KernelCall::device`]). Otherwise as [`launch`](Self::launch).
     ///
     /// ```
     /// use kusari::{Array, DType, ElementwiseKernel};
@@ -199,25 +320,10 @@ impl ElementwiseKernel {
     pub fn launch_sized(
         &self,
         inputs: &[&Array],
-        params: &[f64],
+        params: &[Scalar],
         size: usize,
     ) -> Result<Vec<Array>> {
-        self.launch_with(inputs, params, Some(size))
-    }
-
-    fn launch_with(
-        &self,
-        inputs: &[&Array],
-        params: &[f64],
-        size: Option<usize>,
-    ) -> Result<Vec<Array>> {
-        let operands: Vec<(&Storage, &Layout)> =
-            inputs.iter().map(|a| (a.storage(), a.layout())).collect();
-        let (outputs, shape) = Storage::launch(&self.def, &operands, params, size)?;
-        Ok(outputs
-            .into_iter()
-            .map(|s| Array::from_storage(s, Layout::contiguous(&shape)))
-            .collect())
+        self.call().args(inputs).params(params).size(size).run()
     }
 }
 
@@ -297,8 +403,8 @@ mod tests {
     fn every_array_kernel_parses_and_generates_source_for_its_dtypes() {
         let all = array_kernels();
         // 6 binary ops in 3 forms, pow, 2 unary, 5 float unary, 6 comparisons, pow/greater with
-        // a scalar, where, mul_add, copy, matmul, 7 fills and 49 casts.
-        assert_eq!(all.len(), 18 + 1 + 2 + 5 + 6 + 4 + 2 + 7 + 49);
+        // a scalar, where, mul_add, copy, matmul, the 2 optimizer updates, 7 fills and 49 casts.
+        assert_eq!(all.len(), 18 + 1 + 2 + 5 + 6 + 4 + 2 + 2 + 7 + 49);
         for (k, dtypes) in all {
             let sig = k.signature().unwrap_or_else(|e| panic!("{}: {e}", k.name));
             let placeholders: Vec<char> = sig
@@ -351,7 +457,7 @@ mod tests {
             .to_string()
             .contains("0 scalar parameter(s) given"));
         assert!(matches!(
-            k.launch(&[&a], &[2.0]),
+            k.launch(&[&a], &[2.0.into()]),
             Err(Error::CudaUnavailable { .. })
         ));
     }

@@ -53,10 +53,10 @@ pub use graph::{
     apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
     GradOptions, GradOutputs, InputMeta, Variable,
 };
-pub use kernel::{array_kernels, ElementwiseKernel};
+pub use kernel::{array_kernels, ElementwiseKernel, KernelArg, KernelCall};
 pub use kusari_kernels as kernels;
 pub use kusari_macros::function_node;
-pub use raw_kernel::{Dim3, KernelArg, RawKernel, RawModule};
+pub use raw_kernel::{Dim3, RawKernel, RawModule};
 pub use reduction_kernel::{array_reduction_kernels, ReductionKernel};
 pub use scalar::Scalar;
 // The derive and the trait share the name, as serde's do: `#[derive(Link)]` implements `Link`.

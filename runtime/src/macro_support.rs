@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, Variable};
-use crate::Array;
+use crate::{Array, Scalar};
 
 /// The inputs as `N` references, or an error naming the function when the count differs (when
 /// the node is applied through the untyped [`crate::apply`]).
@@ -74,25 +74,33 @@ pub fn next_output(outputs: &mut std::vec::IntoIter<Variable>, function: &str) -
     })
 }
 
-/// A struct field used as a kernel's scalar parameter.
+/// A struct field used as a kernel's scalar parameter: its value with its type, which the
+/// launch checks against the parameter's declared type ([`Scalar::to_dtype`]).
 pub trait KernelScalar {
     /// The value passed to the kernel.
-    fn to_kernel_scalar(&self) -> f64;
+    fn to_kernel_scalar(&self) -> Scalar;
 }
 
 macro_rules! kernel_scalar {
     ($($t:ty),*) => {$(
         impl KernelScalar for $t {
-            fn to_kernel_scalar(&self) -> f64 {
-                *self as f64
+            fn to_kernel_scalar(&self) -> Scalar {
+                Scalar::from(*self)
             }
         }
     )*};
 }
-kernel_scalar!(f32, f64, i32, i64, u32, usize);
+kernel_scalar!(bool, f32, f64, i32, i64);
 
-impl KernelScalar for bool {
-    fn to_kernel_scalar(&self) -> f64 {
-        f64::from(u8::from(*self))
+impl KernelScalar for u32 {
+    fn to_kernel_scalar(&self) -> Scalar {
+        Scalar::I64(i64::from(*self))
+    }
+}
+
+impl KernelScalar for usize {
+    /// An `int64`, or (beyond `i64::MAX`) a float that no integer parameter accepts.
+    fn to_kernel_scalar(&self) -> Scalar {
+        i64::try_from(*self).map_or(Scalar::F64(*self as f64), Scalar::I64)
     }
 }

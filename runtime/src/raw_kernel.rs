@@ -15,6 +15,7 @@ use kusari_kernels::ScalarType;
 use crate::config::default_device;
 use crate::cuda::{launch_raw, RawArg, RawLoads};
 use crate::error::{Error, Result};
+use crate::kernel::KernelArg;
 use crate::storage::Storage;
 use crate::{Array, DType, Device, Scalar};
 
@@ -64,44 +65,6 @@ impl From<[u32; 3]> for Dim3 {
         Dim3(d)
     }
 }
-
-/// One argument of a [`RawKernel`] launch: a CUDA array (the kernel gets the device pointer
-/// of its first element) or a scalar (packed in the declared parameter's type).
-///
-/// Arrays and every element type convert into it: `(&x).into()`, `2.5f32.into()`,
-/// `Scalar::from(n).into()`.
-#[derive(Clone, Copy, Debug)]
-pub enum KernelArg<'a> {
-    /// An array on a CUDA device, passed as a pointer to its first element (its offset into
-    /// the buffer included; the kernel indexes it, so its strides are the kernel's business).
-    Array(&'a Array),
-    /// A scalar, passed by value.
-    Scalar(Scalar),
-}
-
-impl<'a> From<&'a Array> for KernelArg<'a> {
-    fn from(a: &'a Array) -> Self {
-        KernelArg::Array(a)
-    }
-}
-
-impl From<Scalar> for KernelArg<'_> {
-    fn from(s: Scalar) -> Self {
-        KernelArg::Scalar(s)
-    }
-}
-
-macro_rules! kernel_arg_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for KernelArg<'_> {
-            fn from(v: $t) -> Self {
-                KernelArg::Scalar(Scalar::from(v))
-            }
-        }
-    )*};
-}
-
-kernel_arg_from!(bool, i32, i64, half::f16, half::bf16, f32, f64);
 
 /// A CUDA source with one or more `extern "C" __global__` kernels, `__device__` helpers and
 /// constants (CuPy's `RawModule`), compiled once per device when one of its kernels is first

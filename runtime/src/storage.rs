@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use kusari_kernels::ElementwiseDef;
 
 use crate::cpu::{CpuRef, CpuStorage};
-use crate::cuda::{CudaRef, CudaStorage};
+use crate::cuda::{CudaRef, CudaStorage, LaunchArgs, Operand};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::layout::{checked_size, Layout};
@@ -290,60 +290,110 @@ impl Storage {
         })
     }
 
-    /// Runs the elementwise `kernel` over `inputs` (CUDA buffers on one device, broadcast
-    /// together) with the scalar `params`, returning its outputs (C-contiguous) and their shape.
-    /// `size` is the loop's (shape `[size]`) for a kernel whose array inputs are all `raw`, and
-    /// must be `None` otherwise.
+    /// Runs the elementwise `kernel` with `args` (CUDA buffers on one device; scalars where
+    /// inputs are scalars), returning per output its new C-contiguous buffer (`None` for an
+    /// output the caller gave, written in place) and the loop's shape. The device is the
+    /// arrays', or `device` when no array is given (a launch of a kernel without array
+    /// arguments), which must then be a CUDA device.
     ///
-    /// Kernels run on CUDA only: host inputs are checked as a launch would check them (the
+    /// Kernels run on CUDA only: host arrays are checked as a launch would check them (the
     /// kernel's definition, the binding of its placeholders, broadcasting, its source, the
-    /// parameter count) and then refused with [`Error::CudaUnavailable`]; host and CUDA inputs
-    /// mixed are [`Error::DeviceMismatch`].
+    /// parameters) and then refused with [`Error::CudaUnavailable`]; host and CUDA arrays
+    /// mixed, or arrays on another device than `device`, are [`Error::DeviceMismatch`].
     pub(crate) fn launch(
         kernel: &ElementwiseDef,
-        inputs: &[(&Self, &Layout)],
-        params: &[f64],
-        size: Option<usize>,
-    ) -> Result<(Vec<Self>, Vec<usize>)> {
+        args: &LaunchArgs<'_, (&Self, &Layout)>,
+        device: Option<Device>,
+    ) -> Result<(Vec<Option<Self>>, Vec<usize>)> {
         let label = || format!("kernel {}", kernel.name);
-        let shape = size.map(|s| [s]);
-        let mut cuda: Vec<CudaRef<'_>> = Vec::with_capacity(inputs.len());
-        let mut host = None;
-        for &(s, l) in inputs {
-            match s {
-                Storage::Cuda(c) => cuda.push((c, l)),
-                Storage::Cpu(_) => host = host.or(Some(s)),
-            }
-        }
-        match (cuda.first(), host) {
-            (Some((gpu, _)), Some(host)) => Err(Error::DeviceMismatch {
+        let arrays: Vec<&Self> = args
+            .inputs
+            .iter()
+            .filter_map(|a| match a {
+                Operand::Array((s, _)) => Some(*s),
+                Operand::Scalar(_) => None,
+            })
+            .chain(args.outputs.iter().flatten().map(|(s, _)| *s))
+            .collect();
+        let on = arrays.first().map(|s| s.device()).or(device);
+        if let Some(other) = arrays
+            .iter()
+            .map(|s| s.device())
+            .chain(device)
+            .find(|&d| Some(d) != on)
+        {
+            return Err(Error::DeviceMismatch {
                 op: label(),
-                lhs: Device::Cuda(gpu.ordinal()),
-                rhs: host.device(),
-            }),
-            (Some((first, _)), None) => {
-                let (outputs, shape) =
-                    first.launch(kernel, &cuda, params, shape.as_ref().map(|s| &s[..]))?;
-                Ok((outputs.into_iter().map(Storage::Cuda).collect(), shape))
+                lhs: on.unwrap_or(Device::Cpu),
+                rhs: other,
+            });
+        }
+        match on {
+            Some(Device::Cuda(ordinal)) => {
+                fn cuda<'s>((s, l): (&'s Storage, &'s Layout)) -> Option<CudaRef<'s>> {
+                    match s {
+                        Storage::Cuda(c) => Some((c, l)),
+                        Storage::Cpu(_) => None,
+                    }
+                }
+                let cuda_args = LaunchArgs {
+                    inputs: args
+                        .inputs
+                        .iter()
+                        .filter_map(|a| match *a {
+                            Operand::Array(a) => cuda(a).map(Operand::Array),
+                            Operand::Scalar(v) => Some(Operand::Scalar(v)),
+                        })
+                        .collect(),
+                    params: args.params,
+                    outputs: args
+                        .outputs
+                        .as_ref()
+                        .map(|o| o.iter().filter_map(|&a| cuda(a)).collect()),
+                    size: args.size,
+                    reduce_dims: args.reduce_dims,
+                    cast_params: args.cast_params,
+                };
+                let (outputs, shape) = CudaStorage::launch(ordinal, kernel, &cuda_args)?;
+                Ok((
+                    outputs.into_iter().map(|o| o.map(Storage::Cuda)).collect(),
+                    shape,
+                ))
             }
-            (None, Some(host)) => {
-                let typed: Vec<(DType, &Layout)> =
-                    inputs.iter().map(|(s, l)| (s.dtype(), *l)).collect();
-                crate::cuda::source_for(kernel, &typed, size)?;
-                kernel.check_param_count(&kernel.signature()?, params.len())?;
+            host => {
+                let described = LaunchArgs {
+                    inputs: args
+                        .inputs
+                        .iter()
+                        .map(|a| match *a {
+                            Operand::Array((s, l)) => Operand::Array((s.dtype(), l)),
+                            Operand::Scalar(v) => Operand::Scalar(v),
+                        })
+                        .collect(),
+                    params: args.params,
+                    outputs: args
+                        .outputs
+                        .as_ref()
+                        .map(|o| o.iter().map(|&(s, l)| (s.dtype(), l)).collect()),
+                    size: args.size,
+                    reduce_dims: args.reduce_dims,
+                    cast_params: args.cast_params,
+                };
+                crate::cuda::source_for(kernel, &described)?;
                 Err(Error::CudaUnavailable {
                     op: label(),
-                    reason: format!(
-                        "its inputs must be CUDA arrays, but one is on {} (move it with to_device)",
-                        host.device()
-                    ),
+                    reason: match host {
+                        Some(d) if arrays.is_empty() => format!(
+                            "it has no array argument, and the device it runs on is {d} (give a \
+                             CUDA device, or make one the default with using_device)"
+                        ),
+                        Some(d) => format!(
+                            "its arrays must be CUDA arrays, but one is on {d} (move it with to_device)"
+                        ),
+                        None => "it has no array argument and no device was given".to_string(),
+                    },
                 })
             }
-            (None, None) => Err(Error::InputCount {
-                function: label(),
-                expected: 1,
-                actual: 0,
-            }),
         }
     }
 

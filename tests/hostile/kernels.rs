@@ -134,7 +134,7 @@ fn bad_kernel_definitions_are_refused_before_nvrtc_sees_them() {
         let built = ElementwiseKernel::try_new(k.name, k.inputs, k.outputs, k.params, k.body);
         assert_eq!(built.expect_err(&what), err);
         assert_eq!(k.bind(&[&x]).expect_err(&what), err);
-        assert_eq!(k.launch(&[&x], &[1.0]).expect_err(&what), err);
+        assert_eq!(k.launch(&[&x], &[1.0.into()]).expect_err(&what), err);
     }
     // The checks refuse nothing kusari itself declares.
     for (k, _) in kusari::array_kernels() {

@@ -25,7 +25,9 @@ use crate::{DType, Device};
 /// (shape, strides, offset) into the buffer.
 ///
 /// Cloning is cheap (the buffer is shared), and so are the views that transpose, broadcast,
-/// flip, slice or reshape a contiguous array. Arrays are immutable: operations return new arrays.
+/// flip, slice or reshape a contiguous array. Arrays are immutable: operations return new arrays
+/// (only a kernel launch with outputs the caller gives writes into an existing buffer, which
+/// every view of it then sees: [`KernelCall`](crate::KernelCall)).
 /// Every operation returns [`Result`]; operators are implemented for `Array`, `&Array` and
 /// `Result<Array>`, so expressions chain:
 ///

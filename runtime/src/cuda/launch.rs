@@ -13,15 +13,16 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::compile::{global_cache, Target};
 use kusari_kernels::grid::launch_config;
-use kusari_kernels::loop_plan::{LoopOperand, LoopPlan};
 use kusari_kernels::upload::UploadCache;
-use kusari_kernels::{ElementwiseDef, ElementwiseSignature, KernelStats, ParamType, ScalarType};
+use kusari_kernels::{ElementwiseDef, ElementwiseSignature, KernelStats, ScalarType};
 
 use super::device::{device, CudaDevice};
 use super::driver::{Backend, BinaryTarget, Function, Module};
+use super::kernels::{plan, LaunchArgs, Operand};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::scalar::Scalar;
 use crate::{DType, Device};
 
 /// A kernel's identity for the memo tables: its strings' addresses and lengths (the preamble,
@@ -299,127 +300,217 @@ pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> R
     }))
 }
 
-/// A scalar parameter's bytes in the kernel's parameter type, and their count.
-fn scalar_bytes(t: ScalarType, v: f64) -> (u64, usize) {
-    match t {
-        ScalarType::Bool => (u64::from(v != 0.0), 1),
-        ScalarType::Int32 => (u64::from((v as i32) as u32), 4),
-        ScalarType::Int64 => ((v as i64) as u64, 8),
-        ScalarType::Float16 => (
-            u64::from(<half::f16 as crate::Element>::from_f64(v).to_bits()),
-            2,
-        ),
-        ScalarType::BFloat16 => (
-            u64::from(<half::bf16 as crate::Element>::from_f64(v).to_bits()),
-            2,
-        ),
-        ScalarType::Float32 => (u64::from((v as f32).to_bits()), 4),
-        ScalarType::Float64 => (v.to_bits(), 8),
-    }
-}
-
-fn param_type(
-    kernel: &str,
-    p: &kusari_kernels::Param,
-    types: &[(char, DType)],
-) -> Result<ScalarType> {
-    match p.ty {
-        ParamType::Concrete(t) => Ok(t),
-        ParamType::Placeholder(c) => types
-            .iter()
-            .find(|(q, _)| *q == c)
-            .map(|(_, d)| ScalarType::from(*d))
-            .ok_or_else(|| Error::KernelArguments {
-                kernel: kernel.to_string(),
-                msg: format!("type placeholder `{c}` is not bound"),
-            }),
-    }
-}
-
 /// A CUDA array as a launch takes it: the buffer and the layout into it.
 pub(crate) type CudaRef<'a> = (&'a CudaStorage, &'a Layout);
 
-/// Runs `kernel` over `inputs` (all on `cuda:ordinal`) broadcast together, or over `shape` when
-/// given (exactly when no array input is looped over: every one is `raw`, or there is none;
-/// [`ElementwiseDef::check_loop_size`]), with the scalar `params` converted to their
-/// declared types. Returns the outputs, new C-contiguous buffers, and the loop's shape.
-pub(crate) fn launch_on(
+/// Runs `kernel` over `inputs` (all on `cuda:ordinal`) with `f64` parameters cast to their
+/// declared types as the host's ops cast (the built-in ops' launches), over `size` elements
+/// when given. Returns the outputs, new C-contiguous buffers, and the loop's shape.
+pub(crate) fn launch_builtin(
     ordinal: usize,
     kernel: &ElementwiseDef,
     inputs: &[CudaRef<'_>],
     params: &[f64],
-    shape: Option<&[usize]>,
+    size: Option<usize>,
 ) -> Result<(Vec<CudaStorage>, Vec<usize>)> {
+    let params: Vec<Scalar> = params.iter().map(|&v| Scalar::F64(v)).collect();
+    let args = LaunchArgs {
+        inputs: inputs.iter().map(|&a| Operand::Array(a)).collect(),
+        params: &params,
+        outputs: None,
+        size,
+        reduce_dims: true,
+        cast_params: true,
+    };
+    let (outputs, shape) = launch_on(ordinal, kernel, &args)?;
+    Ok((outputs.into_iter().flatten().collect(), shape))
+}
+
+/// The device address range `[start, end)` of the bytes a view reaches.
+fn byte_span(s: &CudaStorage, l: &Layout) -> (u64, u64) {
+    let elem = s.dtype().size_in_bytes() as i128;
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for (&len, stride) in l.shape().iter().zip(l.strides()) {
+        if len == 0 {
+            return (0, 0);
+        }
+        let reach = (len as i128 - 1) * stride as i128;
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    let base = s.ptr_at(l.offset()) as i128;
+    ((base + lo * elem) as u64, (base + (hi + 1) * elem) as u64)
+}
+
+/// Refuses caller-given outputs that share memory with an input or another output, unless the
+/// input is a non-`raw` one read at exactly the element each thread writes (same buffer, same
+/// offset, same strides in the loop's shape, same dtype): then each element is read before it
+/// is written, by the one thread that writes it.
+fn check_aliasing(
+    kernel: &ElementwiseDef,
+    sig: &ElementwiseSignature,
+    inputs: &[Operand<CudaRef<'_>>],
+    outputs: &[CudaRef<'_>],
+    shape: &[usize],
+) -> Result<()> {
+    let spans_meet = |a: (u64, u64), b: (u64, u64)| a.0 < b.1 && b.0 < a.1;
+    let same_elements = |(s, l): CudaRef<'_>, (os, ol): CudaRef<'_>| -> bool {
+        let Ok(b) = l.broadcast_to(shape, "ElementwiseKernel") else {
+            return false;
+        };
+        s.dtype() == os.dtype()
+            && s.ptr_at(l.offset()) == os.ptr_at(ol.offset())
+            && b.shape() == ol.shape()
+            && b.shape()
+                .iter()
+                .enumerate()
+                .all(|(d, &len)| len == 1 || b.stride(d) == ol.stride(d))
+    };
+    for (k, (op, &out)) in sig.outputs.iter().zip(outputs).enumerate() {
+        let span = byte_span(out.0, out.1);
+        for (ip, arg) in sig.inputs.iter().zip(inputs) {
+            let Operand::Array(input) = *arg else {
+                continue;
+            };
+            if !spans_meet(span, byte_span(input.0, input.1)) {
+                continue;
+            }
+            let why = if ip.raw || op.raw {
+                "a raw array's elements may be read or written by any thread"
+            } else if same_elements(input, out) {
+                continue;
+            } else {
+                "it reads other elements than the ones written (another offset, strides or \
+                 dtype), so one thread could overwrite what another has yet to read"
+            };
+            return Err(Error::KernelArguments {
+                kernel: kernel.name.to_string(),
+                msg: format!(
+                    "output `{}` shares memory with input `{}`, which is unsafe here: {why}. \
+                     An input may be written in place only as the very same view of a non-raw \
+                     input and output",
+                    op.name, ip.name
+                ),
+            });
+        }
+        for (other, &o) in sig.outputs.iter().zip(outputs).take(k) {
+            if spans_meet(span, byte_span(o.0, o.1)) {
+                return Err(Error::KernelArguments {
+                    kernel: kernel.name.to_string(),
+                    msg: format!(
+                        "outputs `{}` and `{}` share memory: each output needs its own elements",
+                        other.name, op.name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `kernel` on `cuda:ordinal` with `args` (every array on that device), planned as
+/// [`plan`] plans it. Returns, per output, the new C-contiguous buffer it got (`None` where the
+/// caller gave one, which is written in place) and the loop's shape.
+pub(crate) fn launch_on(
+    ordinal: usize,
+    kernel: &ElementwiseDef,
+    args: &LaunchArgs<'_, CudaRef<'_>>,
+) -> Result<(Vec<Option<CudaStorage>>, Vec<usize>)> {
     let label = || format!("kernel {}", kernel.name);
     let parsed = parsed(kernel)?;
     let sig = &parsed.sig;
-    if let Some((other, _)) = inputs.iter().find(|(s, _)| s.ordinal() != ordinal) {
-        return Err(Error::DeviceMismatch {
-            op: label(),
-            lhs: Device::Cuda(ordinal),
-            rhs: Device::Cuda(other.ordinal()),
-        });
-    }
-    kernel.check_param_count(sig, params.len())?;
-    kernel.check_loop_size(sig, shape.map(|s| s.iter().product()))?;
-    let typed: Vec<(ScalarType, &[usize])> = inputs
-        .iter()
-        .map(|(s, l)| (ScalarType::from(s.dtype()), l.shape()))
-        .collect();
-    let types: Vec<(char, DType)> = kernel
-        .bind(sig, &typed)?
-        .into_iter()
-        .map(|(c, t)| (c, DType::from(t)))
-        .collect();
-
-    // `raw` inputs are indexed by the body as flat C-order arrays: views are copied.
-    let copies = sig
+    let arrays = args
         .inputs
         .iter()
-        .zip(inputs)
-        .map(|(p, &(s, l))| match p.raw && !l.is_contiguous() {
-            true => Ok(Some((s.contiguous(l)?, Layout::contiguous(l.shape())))),
-            false => Ok(None),
+        .filter_map(|a| match a {
+            Operand::Array(a) => Some(a),
+            Operand::Scalar(_) => None,
         })
-        .collect::<Result<Vec<Option<(CudaStorage, Layout)>>>>()?;
-    let args: Vec<CudaRef<'_>> = copies
-        .iter()
-        .zip(inputs)
-        .map(|(copy, &input)| match copy {
-            Some((s, l)) => (s, l),
-            None => input,
-        })
-        .collect();
-
-    let operands: Vec<LoopOperand<'_>> = args
-        .iter()
-        .map(|(_, l)| LoopOperand {
-            shape: l.shape(),
-            contiguous: l.is_contiguous(),
-        })
-        .collect();
-    let LoopPlan {
-        looped,
-        shape: loop_shape,
-        indexing,
-        width,
-    } = LoopPlan::new(sig, &operands, shape)?;
-    let n: usize = loop_shape.iter().product();
-
-    let dev = device(ordinal, &label())?;
-    let mut outputs = Vec::with_capacity(sig.outputs.len());
-    for p in &sig.outputs {
-        let dtype = DType::from(param_type(kernel.name, p, &types)?);
-        outputs.push(CudaStorage::alloc(&dev, n, dtype)?);
+        .chain(args.outputs.iter().flatten());
+    for (s, _) in arrays {
+        if s.ordinal() != ordinal {
+            return Err(Error::DeviceMismatch {
+                op: label(),
+                lhs: Device::Cuda(ordinal),
+                rhs: Device::Cuda(s.ordinal()),
+            });
+        }
     }
+    let described = LaunchArgs {
+        inputs: args
+            .inputs
+            .iter()
+            .map(|a| match *a {
+                Operand::Array((s, l)) => Operand::Array((s.dtype(), l)),
+                Operand::Scalar(v) => Operand::Scalar(v),
+            })
+            .collect(),
+        params: args.params,
+        outputs: args
+            .outputs
+            .as_ref()
+            .map(|o| o.iter().map(|&(s, l)| (s.dtype(), l)).collect()),
+        size: args.size,
+        reduce_dims: args.reduce_dims,
+        cast_params: args.cast_params,
+    };
+    let planned = plan(kernel, sig, &described)?;
+    if let Some(outputs) = &args.outputs {
+        check_aliasing(kernel, sig, &args.inputs, outputs, &planned.shape)?;
+    }
+    let n: usize = planned.shape.iter().product();
+    let dev = device(ordinal, &label())?;
+
+    // A scalar argument is a 0-d array of its (converted) type; `raw` inputs are indexed by the
+    // body as flat C-order arrays, so their views are copied.
+    let scalar_layout = Layout::contiguous(&[]);
+    let mut owned: Vec<Option<(CudaStorage, Layout)>> = Vec::with_capacity(sig.inputs.len());
+    for ((p, arg), scalar) in sig.inputs.iter().zip(&args.inputs).zip(&planned.scalars) {
+        owned.push(match (arg, scalar) {
+            (_, Some(v)) => {
+                let s = CudaStorage::alloc(&dev, 1, v.dtype())?;
+                let (bits, width) = v.to_bits();
+                s.write_from_host(&bits.to_le_bytes()[..width])?;
+                Some((s, scalar_layout.clone()))
+            }
+            (Operand::Array((s, l)), None) if p.raw && !l.is_contiguous() => {
+                Some((s.contiguous(l)?, Layout::contiguous(l.shape())))
+            }
+            _ => None,
+        });
+    }
+    let inputs: Vec<CudaRef<'_>> = owned
+        .iter()
+        .zip(&args.inputs)
+        .filter_map(|(own, arg)| match (own, arg) {
+            (Some((s, l)), _) => Some((s, l)),
+            (None, Operand::Array(a)) => Some(*a),
+            (None, Operand::Scalar(_)) => None,
+        })
+        .collect();
+    let fresh: Vec<Option<CudaStorage>> = match &args.outputs {
+        Some(given) => given.iter().map(|_| None).collect(),
+        None => planned
+            .output_dtypes
+            .iter()
+            .map(|&dtype| CudaStorage::alloc(&dev, n, dtype).map(Some))
+            .collect::<Result<_>>()?,
+    };
+    let output_ptrs: Vec<u64> = match &args.outputs {
+        Some(given) => given.iter().map(|(s, l)| s.ptr_at(l.offset())).collect(),
+        None => fresh.iter().flatten().map(|s| s.ptr_at(0)).collect(),
+    };
     let Some((grid, block)) = launch_config(n, dev.sm_count()) else {
-        return Ok((outputs, loop_shape));
+        return Ok((fresh, planned.shape));
     };
 
     let key = VariantKey {
-        types,
-        indexing,
-        width,
+        types: planned.types.clone(),
+        indexing: planned.indexing,
+        width: planned.width,
         ordinal,
     };
     let cached = parsed
@@ -441,8 +532,8 @@ pub(crate) fn launch_on(
                 sig,
                 kernel.code(),
                 &scalar_types,
-                indexing,
-                width,
+                planned.indexing,
+                planned.width,
             )
             .map_err(|source| Error::Codegen {
                 kernel: kernel.name.to_string(),
@@ -460,50 +551,29 @@ pub(crate) fn launch_on(
 
     // Argument values, in the kernel's parameter order.
     let mut values = KernelArgs::default();
-    for (s, l) in &args {
+    for (s, l) in &inputs {
         values.pointer(s.ptr_at(l.offset()));
     }
-    for o in &outputs {
-        values.pointer(o.ptr_at(0));
+    for &p in &output_ptrs {
+        values.pointer(p);
     }
-    for (p, &v) in sig.params.iter().zip(params) {
-        let (bits, width) = scalar_bytes(param_type(kernel.name, p, &key.types)?, v);
+    for v in &planned.params {
+        let (bits, width) = v.to_bits();
         values.value(bits, width);
     }
     // `n` is `unsigned int` (I32) or `long long` (I64).
-    match width {
+    match planned.width {
         IndexWidth::I32 => values.value(n as u64, 4),
         IndexWidth::I64 => values.long(n as i64),
     };
-    if let Indexing::Strided { ndim } = indexing {
-        let nd = ndim.max(1);
-        let mut layout_struct: Vec<i64> = loop_shape.iter().map(|&d| d as i64).collect();
-        layout_struct.resize(nd, 1);
-        let strides_of = |l: &Layout| -> Result<Vec<i64>> {
-            let b = l.broadcast_to(&loop_shape, "ElementwiseKernel")?;
-            let mut s: Vec<i64> = b.strides().iter().map(|&s| s as i64).collect();
-            s.resize(nd, 0);
-            Ok(s)
-        };
-        for &i in &looped {
-            layout_struct.extend(strides_of(args[i].1)?);
-        }
-        let out_layout = Layout::contiguous(&loop_shape);
-        for p in &sig.outputs {
-            if !p.raw {
-                layout_struct.extend(strides_of(&out_layout)?);
-            }
-        }
-        if looped.is_empty() && sig.outputs.iter().all(|p| p.raw) {
-            layout_struct.resize(2 * nd, 0);
-        }
-        values.words(layout_struct);
+    if let Indexing::Strided { .. } = planned.indexing {
+        values.words(planned.layout_words.clone());
     }
     // SAFETY: the function was compiled from the signature these parameters follow: one device
-    // pointer per array (inputs, then outputs, each valid for the elements the loop reaches),
-    // one value per scalar parameter in its declared type, the element count in the index
-    // type, and for the strided variant the layout struct (`long long shape[nd]; long long
-    // strides[k][nd]`).
+    // pointer per array (inputs, then outputs, each valid for the elements the loop reaches:
+    // given outputs have the loop's shape or are raw and the body's to index), one value per
+    // scalar parameter in its declared type, the element count in the index type, and for the
+    // strided variant the layout struct (`long long shape[nd]; long long strides[k][nd]`).
     unsafe { loaded.launch_args(&dev, grid, block, &mut values, &label()) }?;
-    Ok((outputs, loop_shape))
+    Ok((fresh, planned.shape))
 }

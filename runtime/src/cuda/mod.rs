@@ -44,7 +44,9 @@ pub use kusari_kernels::KernelStats;
 pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;
-pub(crate) use kernels::{builtin_kernels, source_for};
+pub(crate) use kernels::{
+    builtin_kernels, source_for, LaunchArgs, Operand, MOMENTUM_SGD_UPDATE, SGD_UPDATE,
+};
 pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
 pub(crate) use raw::{launch_raw, RawArg, RawLoads};

@@ -11,10 +11,10 @@ use super::device::{device, CudaDevice};
 use super::driver::{Gemm, GemmType};
 use super::kernels::{
     binary_kernel, cast_kernel, compare_kernel, fill_kernel, float_binary_kernel,
-    float_unary_kernel, scalar_kernel, unary_kernel, COPY, GREATER_SCALAR, MATMUL, MUL_ADD,
-    POW_SCALAR, WHERE,
+    float_unary_kernel, scalar_kernel, unary_kernel, LaunchArgs, COPY, GREATER_SCALAR, MATMUL,
+    MUL_ADD, POW_SCALAR, WHERE,
 };
-use super::launch::{launch_on, CudaRef};
+use super::launch::{launch_builtin, launch_on, CudaRef};
 use super::memory::CudaStorage;
 use super::reduction_launch::launch_reduction_on;
 use super::reductions::{MAX, MIN, SUM, SUM_INT32, SUM_INT64};
@@ -150,32 +150,33 @@ impl CudaStorage {
             return Ok(s);
         }
         let k = fill_kernel(dtype);
-        only_output(k, launch_on(ordinal, k, &[], &[value], Some(shape))?.0)
+        only_output(k, launch_builtin(ordinal, k, &[], &[value], Some(n))?.0)
     }
 
-    /// Runs `kernel` over `inputs` (this buffer's device), as [`launch_on`] does.
+    /// Runs `kernel` with `args` on `cuda:ordinal`, as [`launch_on`] does.
     pub(crate) fn launch(
-        &self,
+        ordinal: usize,
         kernel: &ElementwiseDef,
-        inputs: &[CudaRef<'_>],
-        params: &[f64],
-        shape: Option<&[usize]>,
-    ) -> Result<(Vec<CudaStorage>, Vec<usize>)> {
-        launch_on(self.ordinal(), kernel, inputs, params, shape)
+        args: &LaunchArgs<'_, CudaRef<'_>>,
+    ) -> Result<(Vec<Option<CudaStorage>>, Vec<usize>)> {
+        launch_on(ordinal, kernel, args)
     }
 
     /// The elements of `l` in C order, in a buffer of their own.
     pub(crate) fn contiguous(&self, l: &Layout) -> Result<Self> {
         only_output(
             &COPY,
-            launch_on(self.ordinal(), &COPY, &[(self, l)], &[], None)?.0,
+            launch_builtin(self.ordinal(), &COPY, &[(self, l)], &[], None)?.0,
         )
     }
 
     /// The elements of `l` converted to `dtype`.
     pub(crate) fn astype(&self, l: &Layout, dtype: DType) -> Result<Self> {
         let k = cast_kernel(self.dtype(), dtype);
-        only_output(k, launch_on(self.ordinal(), k, &[(self, l)], &[], None)?.0)
+        only_output(
+            k,
+            launch_builtin(self.ordinal(), k, &[(self, l)], &[], None)?.0,
+        )
     }
 
     /// Runs an op's kernel on `inputs` (this buffer's device), returning its one output.
@@ -194,7 +195,10 @@ impl CudaStorage {
             .map(|(s, _)| s.dtype())
             .find(|d| matches!(d, DType::F16 | DType::BF16));
         let Some(half) = half else {
-            return only_output(kernel, launch_on(ordinal, kernel, inputs, params, None)?.0);
+            return only_output(
+                kernel,
+                launch_builtin(ordinal, kernel, inputs, params, None)?.0,
+            );
         };
         let wide = inputs
             .iter()
@@ -214,7 +218,7 @@ impl CudaStorage {
                 None => input,
             })
             .collect();
-        let (outputs, shape) = launch_on(ordinal, kernel, &refs, params, None)?;
+        let (outputs, shape) = launch_builtin(ordinal, kernel, &refs, params, None)?;
         let out = only_output(kernel, outputs)?;
         if keep_dtype {
             out.astype(&Layout::contiguous(&shape), half)
@@ -350,12 +354,11 @@ impl CudaStorage {
             && dev.backend.has_blas();
         if !blas_ok {
             // The kernel's `raw` inputs are copied to C order by the launch.
-            let mut out_shape = batch.to_vec();
-            out_shape.extend([n, m]);
             let params = [n as f64, k as f64, m as f64];
             let inputs = [(self, &al), (rhs, &bl)];
+            let size = batches * n * m;
             let (outputs, _) =
-                launch_on(self.ordinal(), &MATMUL, &inputs, &params, Some(&out_shape))?;
+                launch_builtin(self.ordinal(), &MATMUL, &inputs, &params, Some(size))?;
             return only_output(&MATMUL, outputs);
         }
         let (a, a_offset) = self.in_order(&al)?;

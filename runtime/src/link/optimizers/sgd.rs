@@ -2,11 +2,32 @@
 
 use super::gradient_method::{GradientMethod, UpdateRule};
 use super::{Hook, Optimizer};
+use crate::cuda::{MOMENTUM_SGD_UPDATE, SGD_UPDATE};
 use crate::error::Result;
 use crate::link::Link;
-use crate::Array;
+use crate::{Array, DType, Device, ElementwiseKernel};
+
+/// Whether `arrays` can be updated in place by one kernel, as Chainer's optimizers update CUDA
+/// parameters: all on one CUDA device, float32 or float64 (the half types keep the host's
+/// float32 arithmetic through the array ops), one shape, C-contiguous. The first is the
+/// parameter.
+fn in_place(arrays: &[&Array]) -> bool {
+    let first = arrays[0];
+    matches!(first.device(), Device::Cuda(_))
+        && matches!(first.dtype(), DType::F32 | DType::F64)
+        && arrays.iter().all(|a| {
+            a.device() == first.device()
+                && a.dtype() == first.dtype()
+                && a.shape() == first.shape()
+                && a.is_contiguous()
+        })
+}
 
 /// Vanilla stochastic gradient descent (Chainer's `SGD`): `w -= lr * g`.
+///
+/// On CUDA, a float32 or float64 parameter is updated in place by one kernel, as Chainer's
+/// `SGD` updates it: no new buffer, and every array sharing the parameter's buffer sees the
+/// new values ([`KernelCall`](crate::KernelCall)). Elsewhere the update makes a new array.
 ///
 /// The hyperparameter is a public field, so it can be changed between steps (a learning-rate
 /// schedule).
@@ -76,7 +97,18 @@ impl UpdateRule for SgdRule {
         Vec::new()
     }
 
+    /// On CUDA, one kernel writes `value` in place (Chainer's `param -= lr * grad`): every
+    /// array sharing the parameter's buffer sees the new values.
     fn apply(&self, _t: u64, value: &Array, grad: &Array, _state: &mut ()) -> Result<Array> {
+        if in_place(&[value, grad]) {
+            ElementwiseKernel::from(SGD_UPDATE)
+                .call()
+                .arg(grad)
+                .param(self.lr)
+                .out(value)
+                .run()?;
+            return Ok(value.clone());
+        }
         value.sub(&grad.mul_scalar(self.lr)?)
     }
 }
@@ -97,6 +129,9 @@ impl Optimizer for SGD {
 
 /// Stochastic gradient descent with momentum (Chainer's `MomentumSGD`):
 /// `v = momentum * v - lr * g; w += v`, with `v` starting at zero for each parameter.
+///
+/// On CUDA, float32 and float64 parameters and their `v` are updated in place by one kernel,
+/// as [`SGD`]'s are.
 ///
 /// ```
 /// use kusari::link::optimizers::{MomentumSGD, Optimizer};
@@ -172,7 +207,19 @@ impl UpdateRule for MomentumRule {
         vec![v]
     }
 
+    /// On CUDA, one kernel writes `value` and `v` in place (Chainer's update kernel).
     fn apply(&self, _t: u64, value: &Array, grad: &Array, v: &mut Array) -> Result<Array> {
+        if in_place(&[value, grad, v]) {
+            ElementwiseKernel::from(MOMENTUM_SGD_UPDATE)
+                .call()
+                .arg(grad)
+                .param(self.lr)
+                .param(self.momentum)
+                .out(value)
+                .out(v)
+                .run()?;
+            return Ok(value.clone());
+        }
         *v = v
             .mul_scalar(self.momentum)?
             .sub(&grad.mul_scalar(self.lr)?)?;

@@ -1,0 +1,245 @@
+//! [`KernelCall`]: one launch of an [`ElementwiseKernel`] with everything CuPy's kernel call
+//! takes: arrays or scalars for its inputs, typed scalar parameters, the caller's own outputs
+//! (written in place), the loop's size and the device.
+
+use super::ElementwiseKernel;
+use crate::cuda::{LaunchArgs, Operand};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::storage::Storage;
+use crate::{default_device, Array, Device, Scalar};
+use kusari_kernels::codegen::KernelSource;
+
+/// One argument of a kernel launch: an array or a scalar.
+///
+/// - For an [`ElementwiseKernel`] array input ([`KernelCall::arg`]): an array is read in place,
+///   a scalar broadcasts as a 0-d value (CuPy binds a Python scalar to a `T x` input).
+/// - For a [`RawKernel`](crate::RawKernel): an array on a CUDA device is passed as a pointer to
+///   its first element (its offset included; its strides are the kernel's business), a scalar
+///   by value in the declared parameter's type.
+///
+/// Every element type and [`Scalar`] convert into it, and so does `&Array`:
+/// `K.call().arg(&x).arg(2.0)`, `&[(&x).into(), 2.5f32.into()]`.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// An array, read in place (views of any strides, broadcast to the loop's shape).
+    Array(&'a Array),
+    /// A scalar, broadcast to every element. Its type binds the input's placeholder only where
+    /// no array binds it ([`KernelCall::arg`]).
+    Scalar(Scalar),
+}
+
+impl<'a> From<&'a Array> for KernelArg<'a> {
+    fn from(a: &'a Array) -> Self {
+        KernelArg::Array(a)
+    }
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty),*) => {$(
+        impl From<$t> for KernelArg<'_> {
+            fn from(v: $t) -> Self {
+                KernelArg::Scalar(Scalar::from(v))
+            }
+        }
+    )*};
+}
+scalar_arg!(Scalar, bool, i32, i64, half::f16, half::bf16, f32, f64);
+
+/// One launch of an [`ElementwiseKernel`], built argument by argument and run by
+/// [`run`](Self::run) ([`ElementwiseKernel::call`] starts one). For the common case,
+/// [`ElementwiseKernel::launch`] is shorter.
+///
+/// ```
+/// use kusari::{Array, DType, ElementwiseKernel, Scalar};
+/// static AXPY: ElementwiseKernel =
+///     ElementwiseKernel::new("axpy", "T x, T y", "T w", "T a", "w = a * x + y;");
+/// let x = Array::zeros(&[3], DType::F32).unwrap();
+/// let call = AXPY.call().arg(&x).arg(1.0).param(2.0);
+/// // The scalar `y` is float32 here: the array `x` binds `T`.
+/// assert!(call.source().unwrap().source.contains("typedef float T;"));
+/// ```
+///
+/// # Arguments and their types
+/// - **Inputs**, one per input of the signature, in order ([`arg`](Self::arg),
+///   [`args`](Self::args)): an array, or a scalar (not for a `raw` input, which the body
+///   indexes). The non-`raw` ones broadcast together into the loop's shape.
+/// - **Type placeholders** bind as for arrays: every array using `T` must have one dtype. A
+///   scalar binds weakly, as CuPy binds a Python scalar: where an array binds `T`, the scalar
+///   is converted to that type; where only scalars bind `T`, they must have one dtype, which
+///   `T` takes (scalars that disagree are an error naming the placeholder).
+/// - **Parameters** ([`param`](Self::param), [`params`](Self::params)), one per scalar
+///   parameter, each converted to its declared type by [`Scalar::to_dtype`]: an `i64` reaches
+///   an `int64` parameter exactly, and a value that does not fit (2.5 or 2^40 for an `int32`, a float
+///   for a `bool`) is an [`Error::KernelArguments`] naming the kernel, the
+///   parameter, its type and the value. A scalar input is checked the same way.
+/// - **Outputs** ([`out`](Self::out)): none (each output is a new C-contiguous array of the
+///   loop's shape) or one per output of the signature, written in place (see below).
+/// - **Size** ([`size`](Self::size)): the loop's, for a kernel whose array inputs are all `raw`
+///   (CuPy's `size=`), unless a non-`raw` output given sets it.
+/// - **Device** ([`device`](Self::device)): the arrays' device; a launch with no array
+///   argument runs on the device given here or else on [`default_device`] (see
+///   [`using_device`](crate::using_device)), which must be a CUDA device.
+///
+/// # Outputs written in place
+/// An output given must have the kernel's dtype for it, be on the launch's device and, unless
+/// `raw`, have the loop's shape (outputs are not broadcast: a scalar-only launch writes over
+/// its output's shape). A non-`raw` output may be a strided view (transposed, sliced, flipped)
+/// but not one that holds an element twice (a broadcast view); a `raw` output must be
+/// C-contiguous (the body indexes it flat). Each is an [`Error::KernelArguments`] naming the
+/// output.
+///
+/// An output may share memory with an input only where that is safe: the input is not `raw`
+/// and is the very same view (same buffer, offset, strides in the loop's shape and dtype), so
+/// each element is read before it is written by the one thread that writes it, as in
+/// `w = w - lr * g` with `w` both input and output. Every other overlap (another view of the
+/// same buffer, a `raw` array, two outputs) is an error naming both arguments.
+///
+/// The write goes to the output's buffer, which every clone and view of that array shares:
+/// they all see the new values, as NumPy and CuPy views do (a [`Variable`](crate::Variable)
+/// whose data it is included). kusari's own array operations never write into an existing
+/// buffer; only launches with outputs given do (the SGD and MomentumSGD updates of CUDA
+/// parameters among them), ordered on the device's stream after every launch that reads the
+/// buffer before.
+#[derive(Clone, Debug)]
+#[must_use = "a kernel call does nothing until it is run"]
+pub struct KernelCall<'a> {
+    kernel: &'a ElementwiseKernel,
+    inputs: Vec<KernelArg<'a>>,
+    params: Vec<Scalar>,
+    outputs: Option<Vec<&'a Array>>,
+    size: Option<usize>,
+    device: Option<Device>,
+}
+
+impl<'a> KernelCall<'a> {
+    pub(crate) fn new(kernel: &'a ElementwiseKernel) -> Self {
+        KernelCall {
+            kernel,
+            inputs: Vec::new(),
+            params: Vec::new(),
+            outputs: None,
+            size: None,
+            device: None,
+        }
+    }
+
+    /// The next input: an array or a scalar.
+    pub fn arg(mut self, arg: impl Into<KernelArg<'a>>) -> Self {
+        self.inputs.push(arg.into());
+        self
+    }
+
+    /// The next inputs, all arrays.
+    pub fn args(mut self, arrays: &[&'a Array]) -> Self {
+        self.inputs
+            .extend(arrays.iter().map(|&a| KernelArg::Array(a)));
+        self
+    }
+
+    /// The next scalar parameter (`2.0`, `3i64`, a [`Scalar`]).
+    pub fn param(mut self, value: impl Into<Scalar>) -> Self {
+        self.params.push(value.into());
+        self
+    }
+
+    /// The next scalar parameters.
+    pub fn params(mut self, values: &[Scalar]) -> Self {
+        self.params.extend_from_slice(values);
+        self
+    }
+
+    /// The next output, given by the caller and written in place (see the type's docs).
+    pub fn out(mut self, array: &'a Array) -> Self {
+        self.outputs.get_or_insert_with(Vec::new).push(array);
+        self
+    }
+
+    /// The loop's size, for a kernel whose array inputs are all `raw`: `i` runs over `0..size`
+    /// and `n` is `size`.
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = Some(size);
+        self
+    }
+
+    /// The device to run on: the arrays' (a launch on arrays elsewhere is an
+    /// [`Error::DeviceMismatch`]), and for a launch without array arguments the one it runs on
+    /// instead of [`default_device`].
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = Some(device);
+        self
+    }
+
+    /// The CUDA source this launch compiles, after every check [`run`](Self::run) makes of the
+    /// arguments; it runs nothing and needs no device.
+    pub fn source(&self) -> Result<KernelSource> {
+        let args = LaunchArgs {
+            inputs: self
+                .inputs
+                .iter()
+                .map(|a| match a {
+                    KernelArg::Array(a) => Operand::Array((a.dtype(), a.layout())),
+                    KernelArg::Scalar(v) => Operand::Scalar(*v),
+                })
+                .collect(),
+            params: &self.params,
+            outputs: self
+                .outputs
+                .as_ref()
+                .map(|o| o.iter().map(|a| (a.dtype(), a.layout())).collect()),
+            size: self.size,
+            reduce_dims: self.kernel.reduce_dims(),
+            cast_params: false,
+        };
+        crate::cuda::source_for(self.kernel, &args)
+    }
+
+    /// Runs the launch. Returns the outputs: the new arrays (C-contiguous, of the loop's
+    /// shape), or the arrays given, now written; nothing for a kernel made
+    /// [`with_no_return`](ElementwiseKernel::with_no_return).
+    pub fn run(self) -> Result<Vec<Array>> {
+        let args = LaunchArgs {
+            inputs: self
+                .inputs
+                .iter()
+                .map(|a| match a {
+                    KernelArg::Array(a) => Operand::Array((a.storage(), a.layout())),
+                    KernelArg::Scalar(v) => Operand::Scalar(*v),
+                })
+                .collect(),
+            params: &self.params,
+            outputs: self
+                .outputs
+                .as_ref()
+                .map(|o| o.iter().map(|a| (a.storage(), a.layout())).collect()),
+            size: self.size,
+            reduce_dims: self.kernel.reduce_dims(),
+            cast_params: false,
+        };
+        let has_array =
+            self.inputs.iter().any(|a| matches!(a, KernelArg::Array(_))) || self.outputs.is_some();
+        let device = match (self.device, has_array) {
+            (Some(d), _) => Some(d),
+            (None, false) => Some(default_device()),
+            (None, true) => None,
+        };
+        let (fresh, shape) = Storage::launch(self.kernel, &args, device)?;
+        if self.kernel.no_return() {
+            return Ok(Vec::new());
+        }
+        let outputs = match self.outputs {
+            Some(given) => given.into_iter().cloned().collect(),
+            None => fresh
+                .into_iter()
+                .map(|s| {
+                    s.map(|s| Array::from_storage(s, Layout::contiguous(&shape)))
+                        .ok_or_else(|| Error::KernelArguments {
+                            kernel: self.kernel.name.to_string(),
+                            msg: "an output was neither given nor made".to_string(),
+                        })
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok(outputs)
+    }
+}
