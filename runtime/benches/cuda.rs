@@ -1,9 +1,14 @@
-//! The CUDA backend, timed in three groups:
+//! The CUDA backend, timed in four groups:
 //!
 //! - `cuda_bandwidth`: the fused MulAdd on 16M float32 elements (`Array::mul_add` and the
 //!   `#[function_node]` op's kernel launched with `ElementwiseKernel::launch`) against a copy
 //!   kernel (`out = a`) over the same elements, as effective bandwidth: MulAdd moves 16 bytes an
 //!   element (reads x, y, z, writes w), the copy 8. Each iteration waits for the device.
+//! - `cuda_reduction`: the built-in `sum` (a reduction kernel) over the same 16M float32
+//!   elements: all of them (split across blocks, then a second pass), each row of a 4096×4096
+//!   view (a block or warp per row) and each column (over the leading axis: a thread per
+//!   column, no transposed copy), as effective bandwidth of the 4 bytes an element each reads;
+//!   the summary compares it with the copy's.
 //! - `cuda_launch`: host time per launch with every cache warm, for a 3×2 MulAdd: N launches
 //!   without waiting, then one `synchronize`, divided by N.
 //! - `nvrtc_compile`: compiling MulAdd's kernel through the binary cache: cold (an empty cache
@@ -130,6 +135,68 @@ fn bench_bandwidth(c: &mut Criterion) {
     println!(
         "summary cuda_bandwidth ({name}): MulAdd 16M f32 {t_muladd:?} = {bw_muladd:.0} GB/s, \
          copy {t_copy:?} = {bw_copy:.0} GB/s"
+    );
+
+    bench_reductions(c, &x, bw_copy, &time);
+}
+
+/// The built-in `sum` over `x` (16M float32) three ways, against the copy's bandwidth.
+fn bench_reductions(
+    c: &mut Criterion,
+    x: &Array,
+    bw_copy: f64,
+    time: &dyn Fn(&dyn Fn() -> Array) -> Duration,
+) {
+    let side = 1 << 12;
+    let m = x.reshape(&[side, side]).expect("reshape");
+    let all = || x.sum().expect("sum");
+    let rows = || m.sum_axes(&[1], false).expect("row sums");
+    let cols = || m.sum_axes(&[0], false).expect("column sums");
+    // Checked once against f64 sums on the host (this also compiles the kernels).
+    let h = x.to_vec::<f32>().expect("to host");
+    let close = |got: f32, want: f64, n: usize| {
+        (f64::from(got) - want).abs() <= 1e-5 * n as f64 + 1e-4 * want.abs()
+    };
+    let total: f64 = h.iter().map(|&v| f64::from(v)).sum();
+    let got = all().to_vec::<f32>().expect("to host")[0];
+    assert!(close(got, total, ELEMENTS), "sum {got} vs {total}");
+    let got_rows = rows().to_vec::<f32>().expect("to host");
+    let got_cols = cols().to_vec::<f32>().expect("to host");
+    for i in [0, 1, side / 2, side - 1] {
+        let row: f64 = h[i * side..(i + 1) * side]
+            .iter()
+            .map(|&v| f64::from(v))
+            .sum();
+        assert!(close(got_rows[i], row, side), "row {i}");
+        let col: f64 = (0..side).map(|r| f64::from(h[r * side + i])).sum();
+        assert!(close(got_cols[i], col, side), "column {i}");
+    }
+
+    let mut group = c.benchmark_group("cuda_reduction");
+    group.throughput(Throughput::Bytes(4 * ELEMENTS as u64));
+    group.bench_function("sum_all_16M_f32", |b| b.iter(synced(&all)));
+    group.bench_function("sum_rows_4096x4096_f32", |b| b.iter(synced(&rows)));
+    group.bench_function("sum_columns_4096x4096_f32", |b| b.iter(synced(&cols)));
+    group.finish();
+
+    let summary: Vec<String> = [
+        ("all", &all as &dyn Fn() -> Array),
+        ("rows", &rows),
+        ("columns", &cols),
+    ]
+    .into_iter()
+    .map(|(what, f)| {
+        let t = time(f);
+        let bw = gb_per_s(4 * ELEMENTS, t);
+        format!(
+            "{what} {t:?} = {bw:.0} GB/s ({:.0} % of copy)",
+            100.0 * bw / bw_copy
+        )
+    })
+    .collect();
+    println!(
+        "summary cuda_reduction: sum of 16M f32: {}",
+        summary.join(", ")
     );
 }
 
