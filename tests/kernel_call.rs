@@ -386,3 +386,28 @@ fn collapsed_axes_give_the_same_results_with_fewer_axes_in_the_source() {
     let src = MUL_PLUS_INDEX.call().args(&[&t, &ones]).source().unwrap();
     assert_eq!(src.entry, "mul_plus_index__strided2_i32");
 }
+
+#[test]
+fn only_a_launch_given_its_outputs_drops_restrict_from_its_pointers() {
+    if !emulated("only_a_launch_given_its_outputs_drops_restrict") {
+        return;
+    }
+    let (w, g) = (on_gpu(&uniform(&[3, 4], 1)), on_gpu(&uniform(&[3, 4], 2)));
+    // Outputs the launch allocates are distinct from every input: all pointers restrict, so
+    // the compiler may batch loads ahead of stores.
+    let fresh = SUM_AND_DIFF.call().args(&[&w, &g]).source().unwrap().source;
+    assert!(fresh.contains("const T* __restrict__ _in_"), "{fresh}");
+    assert!(fresh.contains("T* __restrict__ _out_"), "{fresh}");
+    // Given outputs may be an input itself (here `w`): no restrict on the looped arrays.
+    let in_place = SGD_STEP
+        .call()
+        .args(&[&w, &g])
+        .param(0.5)
+        .out(&w)
+        .source()
+        .unwrap()
+        .source;
+    assert!(!in_place.contains("__restrict__ _in_w"), "{in_place}");
+    assert!(!in_place.contains("__restrict__ _out_out"), "{in_place}");
+    assert!(in_place.contains("const T* _in_w"), "{in_place}");
+}

@@ -448,6 +448,47 @@ pub fn generate_code(
     indexing: Indexing,
     width: IndexWidth,
 ) -> Result<KernelSource, CodegenError> {
+    generate_code_aliasing(name, sig, code, types, indexing, width, Aliasing::Distinct)
+}
+
+/// Whether a launch's non-`raw` inputs may be its outputs, which decides whether their pointers
+/// can be `__restrict__` (letting the compiler batch loads ahead of stores and use the
+/// read-only data path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Aliasing {
+    /// Every array argument is its own memory (outputs the launch allocates): every pointer is
+    /// `__restrict__`.
+    #[default]
+    Distinct,
+    /// The caller gives the outputs, and an input may be the very output it is read into (an
+    /// in-place launch reads element `i` before writing it): only `raw` pointers, which never
+    /// alias another argument, are `__restrict__`.
+    InPlace,
+}
+
+/// [`generate_code`] for a launch whose outputs may alias its inputs as `aliasing` says.
+///
+/// ```
+/// use kusari_kernels::codegen::{generate_code_aliasing, Aliasing, IndexWidth, Indexing, KernelCode};
+/// use kusari_kernels::{ElementwiseSignature, ScalarType};
+/// let sig = ElementwiseSignature::new("T x", "T w", "").unwrap();
+/// let types = [('T', ScalarType::Float32)];
+/// let gen = |a| {
+///     generate_code_aliasing("scale", &sig, KernelCode::body("w = 2 * x;"), &types,
+///                            Indexing::Contiguous, IndexWidth::I32, a).unwrap().source
+/// };
+/// assert!(gen(Aliasing::Distinct).contains("const T* __restrict__ _in_x"));
+/// assert!(gen(Aliasing::InPlace).contains("const T* _in_x"));
+/// ```
+pub fn generate_code_aliasing(
+    name: &str,
+    sig: &ElementwiseSignature,
+    code: KernelCode<'_>,
+    types: &[(char, ScalarType)],
+    indexing: Indexing,
+    width: IndexWidth,
+    aliasing: Aliasing,
+) -> Result<KernelSource, CodegenError> {
     check_kernel_name(name).map_err(CodegenError::Name)?;
     for (part, text) in code.parts() {
         check_body(text).map_err(|error| match part {
@@ -509,11 +550,11 @@ pub fn generate_code(
         .collect();
 
     let mut params: Vec<String> = Vec::new();
-    // A non-`raw` input may be the very output it is read into (an in-place launch reads
-    // element `i` before writing it), so only `raw` pointers, which never alias another
-    // argument, are `__restrict__`.
+    // With `Aliasing::InPlace` a non-`raw` input may be the very output it is read into, so
+    // only `raw` pointers, which never alias another argument, are `__restrict__` then.
     let pointer = |p: &Param, prefix: &str| match p.raw {
         true => format!("* __restrict__ {}", p.name),
+        false if aliasing == Aliasing::Distinct => format!("* __restrict__ {prefix}{}", p.name),
         false => format!("* {prefix}{}", p.name),
     };
     for p in &sig.inputs {

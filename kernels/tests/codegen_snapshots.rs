@@ -111,7 +111,7 @@ fn half_types_come_from_the_prelude_not_cuda_headers() {
         "both preludes, float16 first"
     );
     assert!(src.source.contains("typedef float16 T;"));
-    assert!(src.source.contains("const bfloat16* _in_b"));
+    assert!(src.source.contains("const bfloat16* __restrict__ _in_b"));
     check("halves_contiguous_i32.cu", &src.source);
 
     // Only the prelude a kernel needs.

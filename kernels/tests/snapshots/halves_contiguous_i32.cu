@@ -108,11 +108,11 @@ struct bfloat16 {
 #endif
 typedef float16 T;
 extern "C" __global__ void halves__contiguous_i32(
-    const T* _in_x,
-    const T* _in_y,
-    const bfloat16* _in_b,
-    T* _out_w,
-    float* _out_f,
+    const T* __restrict__ _in_x,
+    const T* __restrict__ _in_y,
+    const bfloat16* __restrict__ _in_b,
+    T* __restrict__ _out_w,
+    float* __restrict__ _out_f,
     const T alpha,
     const unsigned int n) {
   for (unsigned int i = (unsigned int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned int)blockDim.x * gridDim.x) {

@@ -2,11 +2,11 @@
 typedef double T;
 struct _Layout { long long shape[3]; long long strides[4][3]; };
 extern "C" __global__ void mixed__strided3_i64(
-    const T* _in_x,
+    const T* __restrict__ _in_x,
     const long long* __restrict__ table,
-    const float* _in_s,
-    T* _out_gx,
-    T* _out_gy,
+    const float* __restrict__ _in_s,
+    T* __restrict__ _out_gx,
+    T* __restrict__ _out_gy,
     const T alpha,
     const long long n,
     const _Layout _layout) {

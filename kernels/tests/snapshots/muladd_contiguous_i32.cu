@@ -1,10 +1,10 @@
 // kusari elementwise kernel `muladd_fwd` (muladd_fwd__contiguous_i32)
 typedef float T;
 extern "C" __global__ void muladd_fwd__contiguous_i32(
-    const T* _in_x,
-    const T* _in_y,
-    const T* _in_z,
-    T* _out_w,
+    const T* __restrict__ _in_x,
+    const T* __restrict__ _in_y,
+    const T* __restrict__ _in_z,
+    T* __restrict__ _out_w,
     const unsigned int n) {
   for (unsigned int i = (unsigned int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned int)blockDim.x * gridDim.x) {
     const T x = _in_x[i];

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::codegen::{generate_code_aliasing, IndexWidth, Indexing, KernelSource};
 use kusari_kernels::elementwise::InputArg;
 use kusari_kernels::loop_plan::{collapse_dims, overlaps_itself, LoopOperand, LoopPlan};
 use kusari_kernels::{ElementwiseDef, ElementwiseSignature, Param, ParamType, ScalarType};
@@ -538,13 +538,14 @@ pub(crate) fn source_for(
         .iter()
         .map(|&(c, d)| (c, ScalarType::from(d)))
         .collect();
-    generate_code(
+    generate_code_aliasing(
         kernel.name,
         &sig,
         kernel.code(),
         &types,
         planned.indexing,
         planned.width,
+        super::launch::aliasing_of(args),
     )
     .map_err(|source| Error::Codegen {
         kernel: kernel.name.to_string(),

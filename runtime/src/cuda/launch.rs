@@ -10,7 +10,9 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::codegen::{
+    generate_code_aliasing, Aliasing, IndexWidth, Indexing, KernelSource,
+};
 use kusari_kernels::compile::{global_cache, Target};
 use kusari_kernels::grid::launch_config;
 use kusari_kernels::upload::UploadCache;
@@ -60,6 +62,7 @@ struct VariantKey {
     types: Vec<(char, DType)>,
     indexing: Indexing,
     width: IndexWidth,
+    aliasing: Aliasing,
     ordinal: usize,
 }
 
@@ -411,6 +414,16 @@ fn check_aliasing(
     Ok(())
 }
 
+/// A launch with caller-given outputs may read an input from the very memory it writes (the
+/// aliasing [`check_aliasing`] allows), so its pointers are not `__restrict__`; a launch that
+/// allocates its outputs keeps them distinct.
+pub(crate) fn aliasing_of<A>(args: &LaunchArgs<'_, A>) -> Aliasing {
+    match args.outputs {
+        Some(_) => Aliasing::InPlace,
+        None => Aliasing::Distinct,
+    }
+}
+
 /// Runs `kernel` on `cuda:ordinal` with `args` (every array on that device), planned as
 /// [`plan`] plans it. Returns, per output, the new C-contiguous buffer it got (`None` where the
 /// caller gave one, which is written in place) and the loop's shape.
@@ -511,6 +524,7 @@ pub(crate) fn launch_on(
         types: planned.types.clone(),
         indexing: planned.indexing,
         width: planned.width,
+        aliasing: aliasing_of(args),
         ordinal,
     };
     let cached = parsed
@@ -527,13 +541,14 @@ pub(crate) fn launch_on(
                 .iter()
                 .map(|(c, d)| (*c, ScalarType::from(*d)))
                 .collect();
-            let src = generate_code(
+            let src = generate_code_aliasing(
                 kernel.name,
                 sig,
                 kernel.code(),
                 &scalar_types,
                 planned.indexing,
                 planned.width,
+                key.aliasing,
             )
             .map_err(|source| Error::Codegen {
                 kernel: kernel.name.to_string(),
