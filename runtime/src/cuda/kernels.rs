@@ -6,7 +6,9 @@
 
 use std::sync::OnceLock;
 
-use kusari_kernels::codegen::{generate_code_aliasing, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::codegen::{
+    generate_code_aliasing, Aliasing, IndexWidth, Indexing, KernelSource,
+};
 use kusari_kernels::elementwise::InputArg;
 use kusari_kernels::loop_plan::{collapse_dims, overlaps_itself, LoopOperand, LoopPlan};
 use kusari_kernels::{ElementwiseDef, ElementwiseSignature, Param, ParamType, ScalarType};
@@ -523,6 +525,16 @@ fn strides_i64(l: &Layout) -> Vec<i64> {
     l.strides().iter().map(|&s| s as i64).collect()
 }
 
+/// A launch with caller-given outputs may read an input from the very memory it writes (the
+/// aliasing the launch's check allows), so its pointers are not `__restrict__`; a launch that
+/// allocates its outputs keeps them distinct.
+pub(crate) fn aliasing_of<A>(args: &LaunchArgs<'_, A>) -> Aliasing {
+    match args.outputs {
+        Some(_) => Aliasing::InPlace,
+        None => Aliasing::Distinct,
+    }
+}
+
 /// The CUDA source a launch with `args` compiles (see [`plan`]): placeholders bound from the
 /// dtypes, the contiguous variant when every non-`raw` array is C-contiguous in the loop's
 /// (broadcast) shape and the strided one otherwise (with its axes collapsed where
@@ -545,7 +557,7 @@ pub(crate) fn source_for(
         &types,
         planned.indexing,
         planned.width,
-        super::launch::aliasing_of(args),
+        aliasing_of(args),
     )
     .map_err(|source| Error::Codegen {
         kernel: kernel.name.to_string(),

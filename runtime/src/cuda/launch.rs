@@ -414,16 +414,6 @@ fn check_aliasing(
     Ok(())
 }
 
-/// A launch with caller-given outputs may read an input from the very memory it writes (the
-/// aliasing [`check_aliasing`] allows), so its pointers are not `__restrict__`; a launch that
-/// allocates its outputs keeps them distinct.
-pub(crate) fn aliasing_of<A>(args: &LaunchArgs<'_, A>) -> Aliasing {
-    match args.outputs {
-        Some(_) => Aliasing::InPlace,
-        None => Aliasing::Distinct,
-    }
-}
-
 /// Runs `kernel` on `cuda:ordinal` with `args` (every array on that device), planned as
 /// [`plan`] plans it. Returns, per output, the new C-contiguous buffer it got (`None` where the
 /// caller gave one, which is written in place) and the loop's shape.
@@ -524,7 +514,7 @@ pub(crate) fn launch_on(
         types: planned.types.clone(),
         indexing: planned.indexing,
         width: planned.width,
-        aliasing: aliasing_of(args),
+        aliasing: super::kernels::aliasing_of(args),
         ordinal,
     };
     let cached = parsed
