@@ -267,6 +267,31 @@ pub(crate) struct LaunchArgs<'a, A> {
     pub cast_params: bool,
 }
 
+impl<'a, A: Copy> LaunchArgs<'a, A> {
+    /// The same arguments, each array (inputs and outputs) as `f` makes it: the storage layer
+    /// describes its buffers as dtypes for a plan, the array layer its arrays as buffers.
+    pub fn map_arrays<B>(&self, f: impl Fn(A) -> B) -> LaunchArgs<'a, B> {
+        LaunchArgs {
+            inputs: self
+                .inputs
+                .iter()
+                .map(|a| match *a {
+                    Operand::Array(a) => Operand::Array(f(a)),
+                    Operand::Scalar(v) => Operand::Scalar(v),
+                })
+                .collect(),
+            params: self.params,
+            outputs: self
+                .outputs
+                .as_ref()
+                .map(|o| o.iter().map(|&a| f(a)).collect()),
+            size: self.size,
+            reduce_dims: self.reduce_dims,
+            cast_params: self.cast_params,
+        }
+    }
+}
+
 /// A launch's plan: everything but the buffers. [`source_for`] and the CUDA launch both follow
 /// it, so the source a user inspects is the source a launch compiles.
 #[derive(Debug)]

@@ -442,24 +442,7 @@ pub(crate) fn launch_on(
             });
         }
     }
-    let described = LaunchArgs {
-        inputs: args
-            .inputs
-            .iter()
-            .map(|a| match *a {
-                Operand::Array((s, l)) => Operand::Array((s.dtype(), l)),
-                Operand::Scalar(v) => Operand::Scalar(v),
-            })
-            .collect(),
-        params: args.params,
-        outputs: args
-            .outputs
-            .as_ref()
-            .map(|o| o.iter().map(|&(s, l)| (s.dtype(), l)).collect()),
-        size: args.size,
-        reduce_dims: args.reduce_dims,
-        cast_params: args.cast_params,
-    };
+    let described = args.map_arrays(|(s, l)| (s.dtype(), l));
     let planned = plan(kernel, sig, &described)?;
     if let Some(outputs) = &args.outputs {
         check_aliasing(kernel, sig, &args.inputs, outputs, &planned.shape)?;

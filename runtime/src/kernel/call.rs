@@ -170,27 +170,29 @@ impl<'a> KernelCall<'a> {
         self
     }
 
-    /// The CUDA source this launch compiles, after every check [`run`](Self::run) makes of the
-    /// arguments; it runs nothing and needs no device.
-    pub fn source(&self) -> Result<KernelSource> {
-        let args = LaunchArgs {
+    /// The launch's arguments as the layers below take them, arrays still arrays.
+    fn launch_args(&self) -> LaunchArgs<'_, &'a Array> {
+        LaunchArgs {
             inputs: self
                 .inputs
                 .iter()
-                .map(|a| match a {
-                    KernelArg::Array(a) => Operand::Array((a.dtype(), a.layout())),
-                    KernelArg::Scalar(v) => Operand::Scalar(*v),
+                .map(|a| match *a {
+                    KernelArg::Array(a) => Operand::Array(a),
+                    KernelArg::Scalar(v) => Operand::Scalar(v),
                 })
                 .collect(),
             params: &self.params,
-            outputs: self
-                .outputs
-                .as_ref()
-                .map(|o| o.iter().map(|a| (a.dtype(), a.layout())).collect()),
+            outputs: self.outputs.clone(),
             size: self.size,
             reduce_dims: self.kernel.reduce_dims(),
             cast_params: false,
-        };
+        }
+    }
+
+    /// The CUDA source this launch compiles, after every check [`run`](Self::run) makes of the
+    /// arguments; it runs nothing and needs no device.
+    pub fn source(&self) -> Result<KernelSource> {
+        let args = self.launch_args().map_arrays(|a| (a.dtype(), a.layout()));
         crate::cuda::source_for(self.kernel, &args)
     }
 
@@ -198,24 +200,7 @@ impl<'a> KernelCall<'a> {
     /// shape), or the arrays given, now written; nothing for a kernel made
     /// [`with_no_return`](ElementwiseKernel::with_no_return).
     pub fn run(self) -> Result<Vec<Array>> {
-        let args = LaunchArgs {
-            inputs: self
-                .inputs
-                .iter()
-                .map(|a| match a {
-                    KernelArg::Array(a) => Operand::Array((a.storage(), a.layout())),
-                    KernelArg::Scalar(v) => Operand::Scalar(*v),
-                })
-                .collect(),
-            params: &self.params,
-            outputs: self
-                .outputs
-                .as_ref()
-                .map(|o| o.iter().map(|a| (a.storage(), a.layout())).collect()),
-            size: self.size,
-            reduce_dims: self.kernel.reduce_dims(),
-            cast_params: false,
-        };
+        let args = self.launch_args().map_arrays(|a| (a.storage(), a.layout()));
         let has_array =
             self.inputs.iter().any(|a| matches!(a, KernelArg::Array(_))) || self.outputs.is_some();
         let device = match (self.device, has_array) {
