@@ -346,13 +346,15 @@ fn every_strategy_of_the_plan_gives_the_host_result() {
     }
     let sm = cuda::device_properties(0).unwrap().sm_count as usize;
     // (shape, reduced axis, whether the reduction runs along memory, the strategy).
-    let cases: [(&[usize], usize, bool, &str); 7] = [
+    let cases: [(&[usize], usize, bool, &str); 9] = [
         (&[3000, 8], 1, true, "thread"),
         (&[64, 300], 1, true, "warp"),
         (&[40, 5000], 1, true, "block"),
         (&[2, 20000], 1, true, "split"),
         (&[3, 9000], 0, false, "thread"),
-        (&[300, 70], 0, false, "block"),
+        (&[300, 5], 0, false, "block"),
+        (&[300, 70], 0, false, "column"),
+        (&[1000, 4099], 0, false, "column"),
         (&[20000, 2], 0, false, "split"),
     ];
     for (shape, axis, inner, strategy) in cases {
@@ -363,6 +365,7 @@ fn every_strategy_of_the_plan_gives_the_host_result() {
             Strategy::ThreadPerOutput => "thread",
             Strategy::WarpPerOutput => "warp",
             Strategy::BlockPerOutput => "block",
+            Strategy::ColumnBlock => "column",
             Strategy::Split { .. } => "split",
         };
         assert_eq!(got, strategy, "{shape:?} axis {axis}: {plan:?}");

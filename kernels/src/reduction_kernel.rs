@@ -284,6 +284,11 @@ pub enum Strategy {
     WarpPerOutput,
     /// Each block reduces one output: fewer, longer reductions.
     BlockPerOutput,
+    /// Reductions over leading axes (not along memory) with too few outputs for a thread each:
+    /// each block reduces 8 consecutive outputs, 32 threads each. A warp's threads take the 8
+    /// outputs at 4 consecutive reduced indices, so it reads whole 32-byte sectors; each
+    /// output's threads combine in shared memory.
+    ColumnBlock,
     /// Few long reductions: each is split into `chunks` chunks, one block each, whose partial
     /// results a second pass combines.
     Split {
@@ -305,6 +310,10 @@ pub struct ReductionPlan {
     pub chunk: usize,
     /// Blocks of the first pass (a grid-stride loop covers the rest).
     pub grid: u32,
+    /// Whether a block's consecutive threads take consecutive outputs (and an output's threads
+    /// are `REDUCE_BLOCK / group` apart): [`Strategy::ColumnBlock`]. Otherwise an output's
+    /// threads are consecutive.
+    pub transposed: bool,
 }
 
 /// Elements each thread of a split chunk folds, at least.
@@ -316,6 +325,9 @@ const THREAD_MAX_LEN: usize = 16;
 /// Reductions up to this long are folded by a warp each.
 const WARP_MAX_LEN: usize = 2048;
 
+/// Outputs per block of [`Strategy::ColumnBlock`] (and the fewest that use it).
+const COLUMN_OUTPUTS: usize = 8;
+
 impl ReductionPlan {
     /// The plan for `n_out` reductions of `len` elements each on a device of `sm_count` SMs.
     /// `inner_contiguous` says whether the reduction runs along memory (the innermost reduced
@@ -326,7 +338,9 @@ impl ReductionPlan {
     ///   elements each) are [`Strategy::Split`] into about eight blocks per SM.
     /// - A reduction that does not run along memory (over leading axes) is folded by one thread
     ///   per output (consecutive threads read consecutive addresses) when there are at least 64
-    ///   outputs per SM or at most 16 elements per output; by a block each otherwise.
+    ///   outputs per SM or at most 16 elements per output; otherwise a block folds 8
+    ///   consecutive outputs ([`Strategy::ColumnBlock`]), so that the reads stay consecutive, or
+    ///   one output where there are fewer than 8.
     /// - Along memory: up to 16 elements a thread each, up to 2048 a warp each, longer a block.
     ///
     /// ```
@@ -359,6 +373,7 @@ impl ReductionPlan {
                 chunks,
                 chunk,
                 grid: blocks.clamp(1, sm * 32) as u32,
+                transposed: matches!(strategy, Strategy::ColumnBlock),
             }
         };
         if splittable && n_out < wanted_blocks && len >= 2 * min_chunk {
@@ -367,9 +382,16 @@ impl ReductionPlan {
             return plan(Strategy::Split { chunks }, REDUCE_BLOCK, chunks);
         }
         if !inner_contiguous {
-            return match n_out >= sm * REDUCE_BLOCK as usize / 4 || len <= THREAD_MAX_LEN {
-                true => plan(Strategy::ThreadPerOutput, 1, 1),
-                false => plan(Strategy::BlockPerOutput, REDUCE_BLOCK, 1),
+            if n_out >= sm * REDUCE_BLOCK as usize / 4 || len <= THREAD_MAX_LEN {
+                return plan(Strategy::ThreadPerOutput, 1, 1);
+            }
+            return match n_out < COLUMN_OUTPUTS {
+                true => plan(Strategy::BlockPerOutput, REDUCE_BLOCK, 1),
+                false => plan(
+                    Strategy::ColumnBlock,
+                    REDUCE_BLOCK / COLUMN_OUTPUTS as u32,
+                    1,
+                ),
             };
         }
         if len <= THREAD_MAX_LEN {
@@ -509,7 +531,7 @@ fn user_part(src: &mut String, name: &str, part: &str, code: &str, file: &str) {
 ///
 /// First pass parameters, in order: a `const X*` per input, an `X*` per output, each scalar
 /// parameter by value, `_type_reduce* _partials`, the layout struct ([`layout_words`]), then `long long _n_out, _N, _chunk,
-/// _chunks` and `int _group`. Second pass: the outputs, the scalar parameters, `const
+/// _chunks` and `int _group, _transposed` ([`ReductionPlan::transposed`]). Second pass: the outputs, the scalar parameters, `const
 /// _type_reduce* _partials`, `long long _n_out, _N, _chunks`, `int _group`.
 pub fn generate_reduction(
     def: &ReductionDef,
@@ -615,7 +637,7 @@ pub fn generate_reduction(
     first.extend(params.iter().cloned());
     first.push("_type_reduce* __restrict__ _partials".to_string());
     first.push("const _Layout _layout".to_string());
-    first.push("const long long _n_out, const long long _N, const long long _chunk, const long long _chunks, const int _group".to_string());
+    first.push("const long long _n_out, const long long _N, const long long _chunk, const long long _chunks, const int _group, const int _transposed".to_string());
     let _ = writeln!(src, "extern \"C\" __global__ void {entry}(");
     let _ = writeln!(src, "    {}) {{", first.join(",\n    "));
     let _ = writeln!(src, "  const long long _items = _n_out * _chunks;");
@@ -632,16 +654,12 @@ pub fn generate_reduction(
     );
     let _ = writeln!(src, "      long long _base[{}] = {{0}};", n_in.max(1));
     decompose(&mut src, "_o", n_in, "_base", "kept", "      ");
+    // The map, once: the element at offsets `_off` (one per input), `_J` its index.
     let _ = writeln!(
         src,
-        "      for (long long _J = _begin + _lane; _J < _end; _J += _group) {{"
+        "      auto _map = [&](const long long _J, const long long* _off) -> _type_reduce {{"
     );
-    let _ = writeln!(src, "        long long _off[{}];", n_in.max(1));
-    let _ = writeln!(
-        src,
-        "        for (int _a = 0; _a < {n_in}; ++_a) _off[_a] = _base[_a];"
-    );
-    decompose(&mut src, "_J", n_in, "_off", "reduced", "        ");
+    let _ = writeln!(src, "        (void)_J;");
     for (k, p) in sig.inputs.iter().enumerate() {
         let _ = writeln!(
             src,
@@ -651,10 +669,64 @@ pub fn generate_reduction(
             p.name
         );
     }
-    let _ = writeln!(src, "        const _type_reduce _m = (_type_reduce)(");
+    let _ = writeln!(src, "        return (_type_reduce)(");
     user_part(&mut src, name, "map_expr", def.map_expr, &entry);
     let _ = writeln!(src, "        );");
-    fold(&mut src, def, "_m", "        ");
+    let _ = writeln!(src, "      }};");
+    let _ = writeln!(src, "      long long _off[{}];", n_in.max(1));
+    // One reduced dimension (after coalescing: a whole contiguous or evenly strided reduction):
+    // an offset costs a multiplication, and four elements a step keep four loads in flight.
+    // The values are folded in the order of the plain loop.
+    let _ = writeln!(src, "      if (_layout.nreduced <= 1) {{");
+    let _ = writeln!(src, "        long long _rs[{}];", n_in.max(1));
+    let _ = writeln!(
+        src,
+        "        for (int _a = 0; _a < {n_in}; ++_a) _rs[_a] = _layout.nreduced == 1 ? _layout.reduced_strides[_a][0] : 0;"
+    );
+    let _ = writeln!(src, "        long long _J = _begin + _lane;");
+    let _ = writeln!(
+        src,
+        "        for (; _J + 3 * (long long)_group < _end; _J += 4 * (long long)_group) {{"
+    );
+    for k in 0..4 {
+        let _ = writeln!(
+            src,
+            "          const long long _J{k} = _J + {k} * (long long)_group;"
+        );
+        let _ = writeln!(
+            src,
+            "          for (int _a = 0; _a < {n_in}; ++_a) _off[_a] = _base[_a] + _J{k} * _rs[_a];"
+        );
+        let _ = writeln!(
+            src,
+            "          const _type_reduce _m{k} = _map(_J{k}, _off);"
+        );
+    }
+    for k in 0..4 {
+        fold(&mut src, def, &format!("_m{k}"), "          ");
+    }
+    let _ = writeln!(src, "        }}");
+    let _ = writeln!(src, "        for (; _J < _end; _J += _group) {{");
+    let _ = writeln!(
+        src,
+        "          for (int _a = 0; _a < {n_in}; ++_a) _off[_a] = _base[_a] + _J * _rs[_a];"
+    );
+    let _ = writeln!(src, "          const _type_reduce _m = _map(_J, _off);");
+    fold(&mut src, def, "_m", "          ");
+    let _ = writeln!(src, "        }}");
+    let _ = writeln!(src, "      }} else {{");
+    let _ = writeln!(
+        src,
+        "        for (long long _J = _begin + _lane; _J < _end; _J += _group) {{"
+    );
+    let _ = writeln!(
+        src,
+        "          for (int _a = 0; _a < {n_in}; ++_a) _off[_a] = _base[_a];"
+    );
+    decompose(&mut src, "_J", n_in, "_off", "reduced", "          ");
+    let _ = writeln!(src, "          const _type_reduce _m = _map(_J, _off);");
+    fold(&mut src, def, "_m", "          ");
+    let _ = writeln!(src, "        }}");
     let _ = writeln!(src, "      }}");
     let _ = writeln!(src, "    }}");
     kernel_epilogue(&mut src, def, sig, &entry, true);
@@ -670,6 +742,7 @@ pub fn generate_reduction(
     let _ = writeln!(src, "extern \"C\" __global__ void {combine}(");
     let _ = writeln!(src, "    {}) {{", second.join(",\n    "));
     let _ = writeln!(src, "  const long long _items = _n_out;");
+    let _ = writeln!(src, "  const int _transposed = 0;");
     kernel_prologue(&mut src, def, &combine);
     let _ = writeln!(src, "    if (_item < _items) {{");
     let _ = writeln!(
@@ -710,19 +783,26 @@ fn kernel_prologue(src: &mut String, def: &ReductionDef, file: &str) {
     user_part(src, def.name, "reduce_expr", def.reduce_expr, file);
     let _ = writeln!(src, "    );");
     let _ = writeln!(src, "  }};");
-    let _ = writeln!(src, "  const int _lane = (int)threadIdx.x % _group;");
+    // An item's threads are consecutive, or (transposed) `_per_block` apart so that a warp's
+    // consecutive threads take consecutive items.
+    let _ = writeln!(src, "  const int _per_block = {REDUCE_BLOCK} / _group;");
     let _ = writeln!(
         src,
-        "  const long long _per_block = {REDUCE_BLOCK} / _group;"
+        "  const int _lane_stride = _transposed ? _per_block : 1;"
     );
     let _ = writeln!(
         src,
-        "  for (long long _first = (long long)blockIdx.x * _per_block; _first < _items; _first += (long long)gridDim.x * _per_block) {{"
+        "  const int _lane = _transposed ? (int)threadIdx.x / _per_block : (int)threadIdx.x % _group;"
     );
     let _ = writeln!(
         src,
-        "    const long long _item = _first + (long long)threadIdx.x / _group;"
+        "  const int _slot = _transposed ? (int)threadIdx.x % _per_block : (int)threadIdx.x / _group;"
     );
+    let _ = writeln!(
+        src,
+        "  for (long long _first = (long long)blockIdx.x * _per_block; _first < _items; _first += (long long)gridDim.x * (long long)_per_block) {{"
+    );
+    let _ = writeln!(src, "    const long long _item = _first + _slot;");
     match def.identity {
         Some(identity) => {
             let _ = writeln!(src, "    _type_reduce _s = (_type_reduce)(");
@@ -773,20 +853,27 @@ fn kernel_epilogue(
     let _ = writeln!(src, "        if (_lane < _step) {{");
     let _ = writeln!(src, "          const unsigned int _t = threadIdx.x;");
     if have {
-        let _ = writeln!(src, "          if (_smem_have[_t + _step]) {{");
-        let _ = writeln!(src, "            _smem[_t] = _smem_have[_t] ? _reduce(_smem[_t], _smem[_t + _step]) : _smem[_t + _step];");
+        let _ = writeln!(
+            src,
+            "          const unsigned int _u = _t + _step * _lane_stride;"
+        );
+        let _ = writeln!(src, "          if (_smem_have[_u]) {{");
+        let _ = writeln!(
+            src,
+            "            _smem[_t] = _smem_have[_t] ? _reduce(_smem[_t], _smem[_u]) : _smem[_u];"
+        );
         let _ = writeln!(src, "            _smem_have[_t] = true;");
         let _ = writeln!(src, "          }}");
     } else {
         let _ = writeln!(
             src,
-            "          _smem[_t] = _reduce(_smem[_t], _smem[_t + _step]);"
+            "          _smem[_t] = _reduce(_smem[_t], _smem[_t + _step * _lane_stride]);"
         );
     }
     let _ = writeln!(src, "        }}");
     let _ = writeln!(src, "        __syncthreads();");
     let _ = writeln!(src, "      }}");
-    let _ = writeln!(src, "      _s = _smem[threadIdx.x - _lane];");
+    let _ = writeln!(src, "      _s = _smem[threadIdx.x - _lane * _lane_stride];");
     let _ = writeln!(
         src,
         "      __syncthreads();  // read before the next item overwrites _smem"
@@ -819,25 +906,34 @@ fn kernel_epilogue(
 }
 
 /// Adds to `offsets[a]` (per input `a`) the offset of index `index` over the layout's `which`
-/// dimensions (`_layout.n{which}` of them): the outermost dimension needs no remainder, so one
-/// dimension costs a multiplication.
+/// dimensions (`_layout.n{which}` of them): each inner dimension costs one division (its
+/// remainder comes by a multiplication), the outermost none, so one dimension costs a
+/// multiplication.
 fn decompose(src: &mut String, index: &str, n_in: usize, offsets: &str, which: &str, indent: &str) {
     let _ = writeln!(src, "{indent}{{");
     let _ = writeln!(src, "{indent}  long long _r = {index};");
     let _ = writeln!(
         src,
-        "{indent}  for (int _d = (int)_layout.n{which} - 1; _d >= 0; --_d) {{"
+        "{indent}  for (int _d = (int)_layout.n{which} - 1; _d > 0; --_d) {{"
     );
     let _ = writeln!(
         src,
-        "{indent}    const long long _c = _d == 0 ? _r : _r % _layout.{which}[_d];"
+        "{indent}    const long long _q = _r / _layout.{which}[_d];"
     );
-    let _ = writeln!(src, "{indent}    _r /= _layout.{which}[_d];");
+    let _ = writeln!(
+        src,
+        "{indent}    const long long _c = _r - _q * _layout.{which}[_d];"
+    );
+    let _ = writeln!(src, "{indent}    _r = _q;");
     let _ = writeln!(
         src,
         "{indent}    for (int _a = 0; _a < {n_in}; ++_a) {offsets}[_a] += _c * _layout.{which}_strides[_a][_d];"
     );
     let _ = writeln!(src, "{indent}  }}");
+    let _ = writeln!(
+        src,
+        "{indent}  if (_layout.n{which} > 0) for (int _a = 0; _a < {n_in}; ++_a) {offsets}[_a] += _r * _layout.{which}_strides[_a][0];"
+    );
     let _ = writeln!(src, "{indent}}}");
 }
 
@@ -915,10 +1011,19 @@ mod tests {
             ReductionPlan::new(100_000, 1000, false, true, sm).strategy,
             Strategy::ThreadPerOutput
         );
+        // Fewer: a block per 8 consecutive outputs, 32 threads each, transposed so that a
+        // warp reads consecutive addresses; fewer than 8 outputs, a block each.
+        let columns = ReductionPlan::new(4096, 4096, false, true, sm);
         assert_eq!(
-            ReductionPlan::new(64, 1000, false, true, sm).strategy,
+            (columns.strategy, columns.group, columns.transposed),
+            (Strategy::ColumnBlock, 32, true)
+        );
+        assert_eq!(columns.grid, 4096 / 8);
+        assert_eq!(
+            ReductionPlan::new(5, 1000, false, true, sm).strategy,
             Strategy::BlockPerOutput
         );
+        assert!(!block.transposed && !warp.transposed);
         // Nothing to do still plans one block.
         let empty = ReductionPlan::new(0, 0, true, true, sm);
         assert_eq!((empty.grid, empty.chunk, empty.chunks), (1, 1, 1));
@@ -1016,7 +1121,7 @@ mod tests {
         assert!(s.contains("bool _have = false;"));
         assert!(s.contains("_s = _have ? _reduce(_s, _m) : _m;"));
         assert!(s.contains("__shared__ bool _smem_have[256];"));
-        assert!(s.contains("if (_smem_have[_t + _step]) {"));
+        assert!(s.contains("if (_smem_have[_u]) {"));
         let sum = generate_reduction(&SUM, &SUM.signature().unwrap(), &[('T', Float32)], 1, 1)
             .unwrap()
             .source;

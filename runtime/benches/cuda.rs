@@ -6,9 +6,10 @@
 //!   element (reads x, y, z, writes w), the copy 8. Each iteration waits for the device.
 //! - `cuda_reduction`: the built-in `sum` (a reduction kernel) over the same 16M float32
 //!   elements: all of them (split across blocks, then a second pass), each row of a 4096×4096
-//!   view (a block or warp per row) and each column (over the leading axis: a thread per
-//!   column, no transposed copy), as effective bandwidth of the 4 bytes an element each reads;
-//!   the summary compares it with the copy's.
+//!   view (a block per row) and each column (over the leading axis: a block per 8 columns, a
+//!   warp reading 8 consecutive columns at 4 rows, no transposed copy), as effective bandwidth
+//!   of the 4 bytes an element each reads; the summary compares it with the copy's.
+//!   `benches/cuda_peers.py` times the same work in PyTorch and CuPy on the same GPU.
 //! - `cuda_launch`: host time per launch with every cache warm, for a 3×2 MulAdd: N launches
 //!   without waiting, then one `synchronize`, divided by N.
 //! - `nvrtc_compile`: compiling MulAdd's kernel through the binary cache: cold (an empty cache

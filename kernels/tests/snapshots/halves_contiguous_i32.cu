@@ -6,6 +6,11 @@
 // double to float rounding to odd (an inexact result gets its last bit set): rounding that to a
 // half type then rounds the double once, as the host does (no double rounding).
 __device__ inline float kusari_f64_to_f32_odd(double a) {
+  if (a != a) {  // NaN: quiet, keeping its sign and top payload bits, as the host's cast does
+    const unsigned long long u = (unsigned long long)__double_as_longlong(a);
+    return __uint_as_float((unsigned int)((u >> 32) & 0x80000000ull) | 0x7fc00000u |
+                           (unsigned int)((u >> 29) & 0x7fffffull));
+  }
   float f = (float)a;
   if (f == f && (double)f != a) {
     unsigned int u = __float_as_uint(f);
@@ -59,8 +64,25 @@ struct float16 {
   unsigned short bits;
   __device__ float16() : bits(0) {}
 #ifdef __CUDA_ARCH__
-  __device__ float16(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
-  __device__ operator float() const { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits)); return f; }
+  // A NaN keeps its sign and payload bits both ways, as on the host: the `cvt` instructions
+  // give the canonical (positive) NaN instead.
+  __device__ float16(float f) {
+    const unsigned int x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) {
+      bits = (unsigned short)(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
+    } else {
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+    }
+  }
+  __device__ operator float() const {
+    if ((bits & 0x7fffu) > 0x7c00u) {
+      return __uint_as_float((((unsigned int)bits & 0x8000u) << 16) | 0x7f800000u |
+                             (((unsigned int)bits & 0x3ffu) << 13));
+    }
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+    return f;
+  }
 #else
   float16(float f) : bits(kusari_f32_to_f16(f)) {}
   operator float() const { return kusari_f16_to_f32(bits); }
@@ -78,6 +100,11 @@ struct float16 {
 // double to float rounding to odd (an inexact result gets its last bit set): rounding that to a
 // half type then rounds the double once, as the host does (no double rounding).
 __device__ inline float kusari_f64_to_f32_odd(double a) {
+  if (a != a) {  // NaN: quiet, keeping its sign and top payload bits, as the host's cast does
+    const unsigned long long u = (unsigned long long)__double_as_longlong(a);
+    return __uint_as_float((unsigned int)((u >> 32) & 0x80000000ull) | 0x7fc00000u |
+                           (unsigned int)((u >> 29) & 0x7fffffull));
+  }
   float f = (float)a;
   if (f == f && (double)f != a) {
     unsigned int u = __float_as_uint(f);

@@ -108,6 +108,17 @@ fn dtype_index(d: DType) -> usize {
         .expect("DType::ALL lists every dtype")
 }
 
+/// double to float keeping a NaN's sign and top payload bits (quiet), as x86's `cvtsd2ss`.
+const F64_TO_F32: &str = "const double d = (double)a; \
+     const unsigned long long u = (unsigned long long)__double_as_longlong(d); \
+     out = d != d ? __uint_as_float((unsigned int)((u >> 32) & 0x80000000ull) | 0x7fc00000u \
+     | (unsigned int)((u >> 29) & 0x7fffffull)) : (float)d;";
+
+/// float (or a half type, through float) to double keeping a NaN's sign and payload (quiet).
+const F32_TO_F64: &str = "const float f = (float)a; const unsigned int u = __float_as_uint(f); \
+     out = f != f ? __longlong_as_double((long long)((((unsigned long long)u & 0x80000000ull) << 32) \
+     | 0x7ff8000000000000ull | ((unsigned long long)(u & 0x7fffffu) << 29))) : (double)f;";
+
 /// The body of the cast kernel from `from` to `to`, converting as the host's `astype` does:
 /// integers wrap, floats to integers truncate, saturate and take NaN to 0, and a double rounds
 /// to a half type once.
@@ -126,6 +137,10 @@ fn cast_body(from: DType, to: DType) -> &'static str {
              out = v != v ? 0LL : (v >= 9223372036854775808.0 ? 9223372036854775807LL \
              : (v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v));"
         }
+        // A NaN keeps its sign and payload between float and double, as on the host (the
+        // device's conversion gives the canonical, positive NaN). Half types go through float.
+        (DType::F64, DType::F32) => F64_TO_F32,
+        (DType::F32 | DType::F16 | DType::BF16, DType::F64) => F32_TO_F64,
         // Half types convert through float: a conversion between the two half types would
         // otherwise need two user-defined conversions.
         _ if half(from) || half(to) => "out = (float)a;",

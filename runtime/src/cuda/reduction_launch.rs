@@ -158,12 +158,14 @@ pub(crate) fn launch_reduction_on(
         .long(len as i64)
         .long(plan.chunk as i64)
         .long(plan.chunks as i64)
-        .value(u64::from(plan.group), 4);
+        .value(u64::from(plan.group), 4)
+        .value(u64::from(plan.transposed), 4);
     // SAFETY: the function was generated for this signature and these ranks: a pointer per
     // input (each offset valid at every element its strides reach in `shape`), a pointer per
     // output (`n_out` elements), the scalar parameters in their declared types, the partial
     // results (`n_out * chunks` elements of the reduce type when split), the layout struct of
-    // `layout_words` for the kernel's capacity, four `long long`s and the `int` group.
+    // `layout_words` for the kernel's capacity, four `long long`s, the `int` group and the `int`
+    // transposed flag.
     unsafe {
         variant
             .first
