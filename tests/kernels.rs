@@ -27,7 +27,7 @@ use kusari::{DType, ElementwiseKernel};
 use kusari_examples::{mlp_digits, muladd_kernel, muladd_kernel_float32};
 use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelCode, KernelSource};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
-use kusari_kernels::reduction_kernel::generate_reduction;
+use kusari_kernels::reduction::generate_reduction;
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
 
 /// The architectures every kernel is compiled for.
@@ -162,7 +162,7 @@ fn nvrtc_or_skip(test: &str) -> bool {
         return true;
     }
     assert!(
-        std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+        !kusari_kernels::env::require_nvrtc(),
         "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
     );
     eprintln!(

@@ -8,10 +8,10 @@
 
 use kusari::kernels::codegen::{generate, IndexWidth, Indexing};
 use kusari::kernels::compile::{compile_ptx, nvrtc_available};
-use kusari::kernels::reduction_kernel::{generate_reduction, ReductionPlan, Strategy};
+use kusari::kernels::reduction::{generate_reduction, ReductionPlan, Strategy};
 use kusari::kernels::ScalarType;
 use kusari::prelude::*;
-use kusari::{cuda, Error, ReductionKernel, Scalar};
+use kusari::{cuda, Error, ReductionDef, ReductionKernel, Scalar};
 use kusari_tests::unravel;
 
 /// The emulated device for this process; false, after printing why, where it cannot run.
@@ -78,48 +78,68 @@ fn close(actual: &[f64], expected: &[f64], tol: f64) {
     }
 }
 
-static SUM: ReductionKernel =
-    ReductionKernel::new("rk_sum", "T x", "T y", "x", "a + b", "y = a", Some("0"));
-static MAX: ReductionKernel =
-    ReductionKernel::new("rk_max", "T x", "T y", "x", "a > b ? a : b", "y = a", None);
+static SUM: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_sum",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a + b",
+    post_map_expr: "y = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+});
+static MAX: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_max",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a > b ? a : b",
+    post_map_expr: "y = a",
+    identity: None,
+    ..ReductionDef::DEFAULT
+});
 /// max(0, max(x)): the identity takes part in every reduction.
-static MAX0: ReductionKernel = ReductionKernel::new(
-    "rk_max0",
-    "T x",
-    "T y",
-    "x",
-    "a > b ? a : b",
-    "y = a",
-    Some("0"),
-);
-static L2_NORM: ReductionKernel = ReductionKernel::new(
-    "rk_l2",
-    "T x",
-    "T y",
-    "x * x",
-    "a + b",
-    "y = sqrt(a)",
-    Some("0"),
-)
+static MAX0: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_max0",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a > b ? a : b",
+    post_map_expr: "y = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+});
+static L2_NORM: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_l2",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x * x",
+    reduce_expr: "a + b",
+    post_map_expr: "y = sqrt(a)",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+})
 .with_reduce_type("double");
-static MEAN: ReductionKernel = ReductionKernel::new(
-    "rk_mean",
-    "T x",
-    "T y",
-    "x",
-    "a + b",
-    "y = a / _N",
-    Some("0"),
-);
-static ARGMAX: ReductionKernel = ReductionKernel::new(
-    "rk_argmax",
-    "T x",
-    "int64 index, T value",
-    "ValueIndex{(double)x, _J}",
-    "better(a, b)",
-    "index = a.index; value = (T)a.value",
-    None,
-)
+static MEAN: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_mean",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a + b",
+    post_map_expr: "y = a / _N",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+});
+static ARGMAX: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_argmax",
+    in_params: "T x",
+    out_params: "int64 index, T value",
+    map_expr: "ValueIndex{(double)x, _J}",
+    reduce_expr: "better(a, b)",
+    post_map_expr: "index = a.index; value = (T)a.value",
+    identity: None,
+    ..ReductionDef::DEFAULT
+})
 .with_reduce_type("ValueIndex")
 .with_preamble(
     "struct ValueIndex { double value; long long index; };\n\
@@ -129,15 +149,16 @@ static ARGMAX: ReductionKernel = ReductionKernel::new(
      }",
 );
 /// sum(x * w) * scale + offset, with scalar parameters of two types.
-static WEIGHTED: ReductionKernel = ReductionKernel::new(
-    "rk_weighted",
-    "T x, T w",
-    "T y",
-    "x * w",
-    "a + b",
-    "y = a * scale + (T)offset",
-    Some("0"),
-)
+static WEIGHTED: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_weighted",
+    in_params: "T x, T w",
+    out_params: "T y",
+    map_expr: "x * w",
+    reduce_expr: "a + b",
+    post_map_expr: "y = a * scale + (T)offset",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+})
 .with_params("T scale, int64 offset");
 
 #[test]
@@ -442,15 +463,16 @@ fn errors_name_the_kernel_the_argument_and_the_expression_line() {
         return;
     }
     let x = on_gpu(&values(&[2, 3], 7));
-    let bad = ReductionKernel::new(
-        "rk_broken",
-        "T x",
-        "T y",
-        "x *\n undefined_thing",
-        "a + b",
-        "y = a",
-        Some("0"),
-    );
+    let bad = ReductionKernel::from_def(ReductionDef {
+        name: "rk_broken",
+        in_params: "T x",
+        out_params: "T y",
+        map_expr: "x *\n undefined_thing",
+        reduce_expr: "a + b",
+        post_map_expr: "y = a",
+        identity: Some("0"),
+        ..ReductionDef::DEFAULT
+    });
     let e = bad.launch(&[&x], &[], None, false).unwrap_err();
     assert!(matches!(e, Error::KernelCompile { .. }), "{e}");
     let text = e.to_string();
@@ -488,15 +510,16 @@ fn errors_name_the_kernel_the_argument_and_the_expression_line() {
     assert!(matches!(e, Error::CudaUnavailable { .. }), "{e}");
     // An int64 parameter that a float cannot hold exactly reaches the kernel exactly.
     let big = (1i64 << 53) + 1;
-    let offset_only = ReductionKernel::new(
-        "rk_offset",
-        "T x",
-        "int64 y",
-        "x",
-        "a + b",
-        "y = (long long)a + offset",
-        Some("0"),
-    )
+    let offset_only = ReductionKernel::from_def(ReductionDef {
+        name: "rk_offset",
+        in_params: "T x",
+        out_params: "int64 y",
+        map_expr: "x",
+        reduce_expr: "a + b",
+        post_map_expr: "y = (long long)a + offset",
+        identity: Some("0"),
+        ..ReductionDef::DEFAULT
+    })
     .with_params("int64 offset");
     let zeros = on_gpu(&Array::zeros(&[4], DType::I64).unwrap());
     let y = offset_only
@@ -519,7 +542,7 @@ fn errors_name_the_kernel_the_argument_and_the_expression_line() {
 fn every_reduction_kernel_here_in_the_softmax_example_and_built_in_compiles_with_nvrtc() {
     if !nvrtc_available() {
         assert!(
-            std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+            !kusari_kernels::env::require_nvrtc(),
             "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
         );
         eprintln!(

@@ -8,30 +8,32 @@
 //! and the gradients with kusari's gradient check.
 
 use kusari::prelude::*;
-use kusari::{ElementwiseKernel, ReductionKernel};
+use kusari::{ElementwiseKernel, ReductionDef, ReductionKernel};
 
 /// Each row's maximum, kept as a length-1 last axis (no identity: a row starts from its first
 /// element).
-pub static ROW_MAX: ReductionKernel = ReductionKernel::new(
-    "softmax_row_max",
-    "T x",
-    "T m",
-    "x",
-    "a > b ? a : b",
-    "m = a",
-    None,
-);
+pub static ROW_MAX: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "softmax_row_max",
+    in_params: "T x",
+    out_params: "T m",
+    map_expr: "x",
+    reduce_expr: "a > b ? a : b",
+    post_map_expr: "m = a",
+    identity: None,
+    ..ReductionDef::DEFAULT
+});
 
 /// Each row's sum, kept as a length-1 last axis.
-pub static ROW_SUM: ReductionKernel = ReductionKernel::new(
-    "softmax_row_sum",
-    "T e",
-    "T s",
-    "e",
-    "a + b",
-    "s = a",
-    Some("0"),
-);
+pub static ROW_SUM: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "softmax_row_sum",
+    in_params: "T e",
+    out_params: "T s",
+    map_expr: "e",
+    reduce_expr: "a + b",
+    post_map_expr: "s = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+});
 
 /// `exp(x - m)`, `m` (the row's max) broadcast along the row: no exponential overflows.
 pub static EXP_SHIFTED: ElementwiseKernel =

@@ -1,6 +1,6 @@
 //! The binary cache: compiled kernels kept on disk across processes, and in memory within one.
 //!
-//! - Directory: `KUSARI_KERNEL_CACHE_DIR`, else `$XDG_CACHE_HOME/kusari/kernels`, else
+//! - Directory ([`crate::env`]): `KUSARI_KERNEL_CACHE_DIR`, else `$XDG_CACHE_HOME/kusari/kernels`, else
 //!   `~/.cache/kusari/kernels`. A variable that is empty or only whitespace counts as unset (an
 //!   empty directory would otherwise be the current one).
 //! - Key: a 128-bit hash of everything that determines the binary: source, compile options,
@@ -18,7 +18,6 @@
 //!   home, cupy#2296).
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -98,22 +97,10 @@ pub struct BinaryCache {
     wrong_key: AtomicUsize,
 }
 
-/// The default directory (see the module docs), if a home or cache directory is known.
+/// The default directory (see the module docs), if a home or cache directory is known
+/// ([`crate::env::kernel_cache_dir`]).
 pub fn default_dir() -> Option<PathBuf> {
-    dir_from(|name| std::env::var_os(name))
-}
-
-/// [`default_dir`] with the environment read through `var`. A variable that is empty or only
-/// whitespace is unset: `PathBuf::from("")` would be the current directory.
-fn dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |name: &str| var(name).filter(|v| !v.to_string_lossy().trim().is_empty());
-    if let Some(d) = set("KUSARI_KERNEL_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let base = set("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("kusari").join("kernels"))
+    crate::env::kernel_cache_dir()
 }
 
 impl BinaryCache {
@@ -367,40 +354,5 @@ mod tests {
             "the file was replaced by add's own entry"
         );
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    /// `dir_from` with exactly the variables `vars` set.
-    fn dir_with(vars: &[(&str, &str)]) -> Option<PathBuf> {
-        dir_from(|name| {
-            vars.iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| OsString::from(v))
-        })
-    }
-
-    #[test]
-    fn an_empty_or_blank_directory_variable_is_unset() {
-        let home = Some(PathBuf::from("/home/u/.cache/kusari/kernels"));
-        for blank in ["", " ", "\t\n "] {
-            assert_eq!(
-                dir_with(&[("KUSARI_KERNEL_CACHE_DIR", blank), ("HOME", "/home/u")]),
-                home,
-                "KUSARI_KERNEL_CACHE_DIR={blank:?} is the default directory, not the current one"
-            );
-            assert_eq!(
-                dir_with(&[("XDG_CACHE_HOME", blank), ("HOME", "/home/u")]),
-                home,
-                "XDG_CACHE_HOME={blank:?}"
-            );
-        }
-        assert_eq!(
-            dir_with(&[("KUSARI_KERNEL_CACHE_DIR", "/k"), ("HOME", "/home/u")]),
-            Some(PathBuf::from("/k"))
-        );
-        assert_eq!(
-            dir_with(&[("XDG_CACHE_HOME", "/xdg"), ("HOME", "/home/u")]),
-            Some(PathBuf::from("/xdg/kusari/kernels"))
-        );
-        assert_eq!(dir_with(&[("HOME", "")]), None, "no directory known");
     }
 }

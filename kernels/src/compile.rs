@@ -437,7 +437,7 @@ mod tests {
     fn a_rejected_cubin_architecture_is_retried_as_ptx() {
         if !nvrtc_available() {
             assert!(
-                std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+                !crate::env::require_nvrtc(),
                 "KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
             );
             return;

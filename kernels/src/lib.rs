@@ -11,7 +11,7 @@
 //! - [`loop_plan`]: the loop a launch runs (its shape and the contiguous or strided variant), a
 //!   pure function of the inputs' shapes and contiguity.
 //! - [`codegen`]: CUDA source for a kernel, a pure function of signature, body and types.
-//! - [`reduction_kernel`]: a reduction kernel (CuPy's `ReductionKernel`; the runtime's own
+//! - [`reduction`]: a reduction kernel (CuPy's `ReductionKernel`; the runtime's own
 //!   `sum`, `max`, `min` and `mean` are ones too): its definition and checks, the plan of a
 //!   launch from the shape, and its CUDA source.
 //! - [`raw`]: raw kernels (CuPy's `RawKernel`/`RawModule`): a user's own CUDA source with its
@@ -31,18 +31,26 @@ pub mod codegen;
 pub mod compile;
 pub mod compile_error;
 pub mod elementwise;
+pub mod env;
 pub mod grid;
+pub mod launch_limits;
 pub mod loop_plan;
 pub mod names;
 pub mod raw;
-pub mod reduction_kernel;
+pub mod reduction;
 pub mod signature;
 pub mod stats;
 pub mod upload;
 
 pub use compile_error::CompileError;
 pub use elementwise::{ArgumentError, ElementwiseDef, InputArg, InvalidKernel};
-pub use reduction_kernel::ReductionDef;
+pub use reduction::ReductionDef;
+
+/// The module [`reduction`] under its former name.
+#[deprecated(since = "0.2.0", note = "renamed `kusari_kernels::reduction`")]
+pub mod reduction_kernel {
+    pub use crate::reduction::*;
+}
 
 pub use stats::KernelStats;
 

@@ -11,7 +11,7 @@ fn check(name: &str, actual: &str) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/snapshots")
         .join(name);
-    if std::env::var_os("KUSARI_BLESS").is_some() {
+    if kusari_kernels::env::bless() {
         std::fs::write(&path, actual).expect("snapshot written");
         return;
     }

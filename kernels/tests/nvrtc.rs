@@ -15,7 +15,7 @@ fn nvrtc_or_skip(test: &str) -> bool {
         return true;
     }
     assert!(
-        std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+        !kusari_kernels::env::require_nvrtc(),
         "{test}: KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
     );
     eprintln!("SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)");

@@ -6,7 +6,7 @@
 #![cfg(feature = "nvrtc")]
 
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, CompileError};
-use kusari_kernels::reduction_kernel::{combine_entry, generate_reduction, ReductionDef};
+use kusari_kernels::reduction::{combine_entry, generate_reduction, ReductionDef};
 use kusari_kernels::ScalarType;
 
 fn nvrtc_or_skip(test: &str) -> bool {
@@ -14,45 +14,65 @@ fn nvrtc_or_skip(test: &str) -> bool {
         return true;
     }
     assert!(
-        std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+        !kusari_kernels::env::require_nvrtc(),
         "{test}: KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
     );
     eprintln!("SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)");
     false
 }
 
-const SUM: ReductionDef = ReductionDef::new("rsum", "T x", "T y", "x", "a + b", "y = a", Some("0"));
-const MAX: ReductionDef =
-    ReductionDef::new("rmax", "T x", "T y", "x", "a > b ? a : b", "y = a", None);
-const L2: ReductionDef = ReductionDef::new(
-    "l2",
-    "T x",
-    "T y",
-    "x * x",
-    "a + b",
-    "y = sqrt(a)",
-    Some("0"),
-)
+const SUM: ReductionDef = ReductionDef {
+    name: "rsum",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a + b",
+    post_map_expr: "y = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+};
+const MAX: ReductionDef = ReductionDef {
+    name: "rmax",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a > b ? a : b",
+    post_map_expr: "y = a",
+    identity: None,
+    ..ReductionDef::DEFAULT
+};
+const L2: ReductionDef = ReductionDef {
+    name: "l2",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x * x",
+    reduce_expr: "a + b",
+    post_map_expr: "y = sqrt(a)",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+}
 .with_reduce_type("float64");
-const WEIGHTED_MEAN: ReductionDef = ReductionDef::new(
-    "wmean",
-    "T x, T w",
-    "T y, int64 count",
-    "x * w * p",
-    "a + b",
-    "y = a / _N; count = _N",
-    Some("0"),
-)
+const WEIGHTED_MEAN: ReductionDef = ReductionDef {
+    name: "wmean",
+    in_params: "T x, T w",
+    out_params: "T y, int64 count",
+    map_expr: "x * w * p",
+    reduce_expr: "a + b",
+    post_map_expr: "y = a / _N; count = _N",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+}
 .with_params("T p");
-const ARGMAX: ReductionDef = ReductionDef::new(
-    "argmax_like",
-    "T x",
-    "int64 y",
-    "ArgMax{(double)x, _J}",
-    "pick(a, b)",
-    "y = a.index",
-    None,
-)
+const ARGMAX: ReductionDef = ReductionDef {
+    name: "argmax_like",
+    in_params: "T x",
+    out_params: "int64 y",
+    map_expr: "ArgMax{(double)x, _J}",
+    reduce_expr: "pick(a, b)",
+    post_map_expr: "y = a.index",
+    identity: None,
+    ..ReductionDef::DEFAULT
+}
 .with_reduce_type("ArgMax")
 .with_preamble(
     "struct ArgMax { double value; long long index; };\n\
@@ -101,15 +121,16 @@ fn a_mistake_in_an_expression_is_reported_at_the_user_s_line() {
     if !nvrtc_or_skip("a_mistake_in_an_expression_is_reported_at_the_user_s_line") {
         return;
     }
-    let def = ReductionDef::new(
-        "broken",
-        "T x",
-        "T y",
-        "x",
-        "a +\n undefined_thing",
-        "y = a",
-        Some("0"),
-    );
+    let def = ReductionDef {
+        name: "broken",
+        in_params: "T x",
+        out_params: "T y",
+        map_expr: "x",
+        reduce_expr: "a +\n undefined_thing",
+        post_map_expr: "y = a",
+        identity: Some("0"),
+        ..ReductionDef::DEFAULT
+    };
     let sig = def.signature().unwrap();
     let src = generate_reduction(&def, &sig, &[('T', ScalarType::Float32)], 1, 1).unwrap();
     match compile_ptx(&src, "compute_90") {

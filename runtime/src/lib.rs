@@ -55,6 +55,7 @@ pub use graph::{
 };
 pub use kernel::{array_kernels, ElementwiseKernel, KernelArg, KernelCall};
 pub use kusari_kernels as kernels;
+pub use kusari_kernels::ReductionDef;
 pub use kusari_macros::function_node;
 pub use raw_kernel::{Dim3, RawKernel, RawModule};
 pub use reduction_kernel::{array_reduction_kernels, ReductionKernel};

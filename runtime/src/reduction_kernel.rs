@@ -1,6 +1,6 @@
 //! [`ReductionKernel`]: a CUDA reduction kernel as CuPy's `ReductionKernel` (Chainer's
 //! `cuda.reduce`) defines it, run over arrays along some axes. Its definition, its checks, its
-//! plan and its source are the kernel layer's ([`kusari_kernels::reduction_kernel`]); the
+//! plan and its source are the kernel layer's ([`kusari_kernels::reduction`]); the
 //! launch is the storage layer's.
 
 use kusari_kernels::{ParamType, ReductionDef, ScalarType};
@@ -18,9 +18,17 @@ use crate::{Array, DType, Scalar};
 /// number of elements each reduction combines) in every expression.
 ///
 /// ```
-/// use kusari::{Array, ReductionKernel};
-/// static L2_NORM: ReductionKernel =
-///     ReductionKernel::new("l2_norm", "T x", "T y", "x * x", "a + b", "y = sqrt(a)", Some("0"));
+/// use kusari::{Array, ReductionDef, ReductionKernel};
+/// static L2_NORM: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+///     name: "l2_norm",
+///     in_params: "T x",
+///     out_params: "T y",
+///     map_expr: "x * x",
+///     reduce_expr: "a + b",
+///     post_map_expr: "y = sqrt(a)",
+///     identity: Some("0"),
+///     ..ReductionDef::DEFAULT
+/// });
 /// let x = Array::from_vec(vec![3.0f32, 4.0], &[2]).unwrap();
 /// match x.to_device(kusari::Device::Cuda(0)) {
 ///     Ok(x) => {
@@ -55,11 +63,21 @@ impl From<ReductionDef> for ReductionKernel {
 }
 
 impl ReductionKernel {
-    /// A kernel from its parts (usable in a `static`): its name, the array inputs and outputs
-    /// (the elementwise signature grammar, without `raw`), `map_expr`, `reduce_expr`,
-    /// `post_map_expr` and `identity` (`None`: each reduction starts from its first value, and
-    /// a reduction of no element is an error). Nothing is checked until first use;
-    /// [`try_new`](Self::try_new) checks at once.
+    /// A kernel from its definition, written field by field (usable in a `static`): its name,
+    /// the array inputs and outputs (the elementwise signature grammar, without `raw`),
+    /// `map_expr`, `reduce_expr`, `post_map_expr` and `identity` (`None`: each reduction starts
+    /// from its first value, and a reduction of no element is an error), the rest from
+    /// [`ReductionDef::DEFAULT`]. Nothing is checked until first use;
+    /// [`checked`](Self::checked) checks at once.
+    pub const fn from_def(def: ReductionDef) -> Self {
+        ReductionKernel { def }
+    }
+
+    /// A kernel from its parts in this order (usable in a `static`).
+    #[deprecated(
+        since = "0.2.0",
+        note = "name the fields: `ReductionKernel::from_def(ReductionDef { name, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, ..ReductionDef::DEFAULT })`"
+    )]
     pub const fn new(
         name: &'static str,
         in_params: &'static str,
@@ -69,17 +87,16 @@ impl ReductionKernel {
         post_map_expr: &'static str,
         identity: Option<&'static str>,
     ) -> Self {
-        ReductionKernel {
-            def: ReductionDef::new(
-                name,
-                in_params,
-                out_params,
-                map_expr,
-                reduce_expr,
-                post_map_expr,
-                identity,
-            ),
-        }
+        ReductionKernel::from_def(ReductionDef {
+            name,
+            in_params,
+            out_params,
+            map_expr,
+            reduce_expr,
+            post_map_expr,
+            identity,
+            ..ReductionDef::DEFAULT
+        })
     }
 
     /// This kernel with scalar parameters, e.g. `"T p"` (in CuPy, the scalars among
@@ -96,11 +113,19 @@ impl ReductionKernel {
     /// default the first output's type.
     ///
     /// ```
-    /// use kusari::ReductionKernel;
+    /// use kusari::{ReductionDef, ReductionKernel};
     /// // Sum float32 values in double precision.
-    /// static SUM64: ReductionKernel =
-    ///     ReductionKernel::new("sum64", "T x", "T y", "x", "a + b", "y = (T)a", Some("0"))
-    ///         .with_reduce_type("double");
+    /// static SUM64: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    ///     name: "sum64",
+    ///     in_params: "T x",
+    ///     out_params: "T y",
+    ///     map_expr: "x",
+    ///     reduce_expr: "a + b",
+    ///     post_map_expr: "y = (T)a",
+    ///     identity: Some("0"),
+    ///     ..ReductionDef::DEFAULT
+    /// })
+    /// .with_reduce_type("double");
     /// assert!(SUM64.signature().is_ok());
     /// ```
     pub const fn with_reduce_type(mut self, reduce_type: &'static str) -> Self {
@@ -115,14 +140,34 @@ impl ReductionKernel {
         self
     }
 
-    /// [`new`](Self::new), checked at once as [`signature`](Self::signature) checks it.
+    /// [`from_def`](Self::from_def), checked at once as [`signature`](Self::signature) checks
+    /// it.
     ///
     /// ```
-    /// use kusari::ReductionKernel;
-    /// let e = ReductionKernel::try_new("k", "T x", "T y", "x", "a + (b", "y = a", None)
-    ///     .unwrap_err();
+    /// use kusari::{ReductionDef, ReductionKernel};
+    /// let e = ReductionKernel::checked(ReductionDef {
+    ///     name: "k",
+    ///     in_params: "T x",
+    ///     out_params: "T y",
+    ///     map_expr: "x",
+    ///     reduce_expr: "a + (b",
+    ///     post_map_expr: "y = a",
+    ///     ..ReductionDef::DEFAULT
+    /// })
+    /// .unwrap_err();
     /// assert!(e.to_string().contains("invalid reduce_expr"), "{e}");
     /// ```
+    pub fn checked(def: ReductionDef) -> Result<Self> {
+        let kernel = ReductionKernel::from_def(def);
+        kernel.signature()?;
+        Ok(kernel)
+    }
+
+    /// [`new`](Self::new), checked at once.
+    #[deprecated(
+        since = "0.2.0",
+        note = "name the fields: `ReductionKernel::checked(ReductionDef { name, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, ..ReductionDef::DEFAULT })`"
+    )]
     pub fn try_new(
         name: &'static str,
         in_params: &'static str,
@@ -132,7 +177,7 @@ impl ReductionKernel {
         post_map_expr: &'static str,
         identity: Option<&'static str>,
     ) -> Result<Self> {
-        let kernel = ReductionKernel::new(
+        ReductionKernel::checked(ReductionDef {
             name,
             in_params,
             out_params,
@@ -140,9 +185,8 @@ impl ReductionKernel {
             reduce_expr,
             post_map_expr,
             identity,
-        );
-        kernel.signature()?;
-        Ok(kernel)
+            ..ReductionDef::DEFAULT
+        })
     }
 
     /// The parsed signature, once the whole definition is checked
@@ -261,10 +305,26 @@ pub fn array_reduction_kernels() -> Vec<(ReductionKernel, &'static [DType])> {
 mod tests {
     use super::*;
 
-    const SUM: ReductionKernel =
-        ReductionKernel::new("rsum", "T x", "T y", "x", "a + b", "y = a", Some("0"));
-    const MAX: ReductionKernel =
-        ReductionKernel::new("rmax", "T x", "T y", "x", "a > b ? a : b", "y = a", None);
+    const SUM: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+        name: "rsum",
+        in_params: "T x",
+        out_params: "T y",
+        map_expr: "x",
+        reduce_expr: "a + b",
+        post_map_expr: "y = a",
+        identity: Some("0"),
+        ..ReductionDef::DEFAULT
+    });
+    const MAX: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+        name: "rmax",
+        in_params: "T x",
+        out_params: "T y",
+        map_expr: "x",
+        reduce_expr: "a > b ? a : b",
+        post_map_expr: "y = a",
+        identity: None,
+        ..ReductionDef::DEFAULT
+    });
 
     #[test]
     fn arguments_are_checked_before_the_device() {
@@ -300,15 +360,16 @@ mod tests {
             "{e}"
         );
         let y = Array::zeros(&[4], DType::F32).unwrap();
-        let two = ReductionKernel::new(
-            "two",
-            "T x, T w",
-            "T y",
-            "x * w",
-            "a + b",
-            "y = a",
-            Some("0"),
-        );
+        let two = ReductionKernel::from_def(ReductionDef {
+            name: "two",
+            in_params: "T x, T w",
+            out_params: "T y",
+            map_expr: "x * w",
+            reduce_expr: "a + b",
+            post_map_expr: "y = a",
+            identity: Some("0"),
+            ..ReductionDef::DEFAULT
+        });
         assert!(matches!(
             two.launch(&[&x, &y], &[], None, false),
             Err(Error::Broadcast { .. })

@@ -239,7 +239,7 @@ fn source(name: &str, body: &str) -> KernelSource {
 fn a_swapped_ptx_entry_is_recompiled() {
     if !nvrtc_available() {
         assert!(
-            std::env::var_os("KUSARI_REQUIRE_NVRTC").is_none(),
+            !kusari_kernels::env::require_nvrtc(),
             "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
         );
         eprintln!(

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::codegen::KernelSource;
-use kusari_kernels::reduction_kernel::{
+use kusari_kernels::reduction::{
     coalesce, combine_entry, generate_reduction, layout_words, rank_capacity, ReduceType,
     ReductionDef, ReductionPlan, REDUCE_BLOCK, WARP,
 };

@@ -8,48 +8,60 @@ use kusari_kernels::ReductionDef;
 use crate::dtype::DType;
 
 /// Floating-point sums.
-pub(crate) const SUM: ReductionDef =
-    ReductionDef::new("kusari_sum", "T x", "T y", "x", "a + b", "y = a", Some("0"));
+pub(crate) const SUM: ReductionDef = ReductionDef {
+    name: "kusari_sum",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "a + b",
+    post_map_expr: "y = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+};
 /// int32 sums, which wrap on overflow (computed in `unsigned int`, where C defines it).
-pub(crate) const SUM_INT32: ReductionDef = ReductionDef::new(
-    "kusari_sum_int32",
-    "T x",
-    "T y",
-    "x",
-    "(T)((unsigned int)a + (unsigned int)b)",
-    "y = a",
-    Some("0"),
-);
+pub(crate) const SUM_INT32: ReductionDef = ReductionDef {
+    name: "kusari_sum_int32",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "(T)((unsigned int)a + (unsigned int)b)",
+    post_map_expr: "y = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+};
 /// int64 sums, which wrap on overflow.
-pub(crate) const SUM_INT64: ReductionDef = ReductionDef::new(
-    "kusari_sum_int64",
-    "T x",
-    "T y",
-    "x",
-    "(T)((unsigned long long)a + (unsigned long long)b)",
-    "y = a",
-    Some("0"),
-);
+pub(crate) const SUM_INT64: ReductionDef = ReductionDef {
+    name: "kusari_sum_int64",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "(T)((unsigned long long)a + (unsigned long long)b)",
+    post_map_expr: "y = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+};
 /// The maximum; a NaN (`b != b`) wins, and stays (`b > NaN` is false).
-pub(crate) const MAX: ReductionDef = ReductionDef::new(
-    "kusari_max",
-    "T x",
-    "T y",
-    "x",
-    "(b != b || b > a) ? b : a",
-    "y = a",
-    None,
-);
+pub(crate) const MAX: ReductionDef = ReductionDef {
+    name: "kusari_max",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "(b != b || b > a) ? b : a",
+    post_map_expr: "y = a",
+    identity: None,
+    ..ReductionDef::DEFAULT
+};
 /// The minimum; NaN propagates as in [`MAX`].
-pub(crate) const MIN: ReductionDef = ReductionDef::new(
-    "kusari_min",
-    "T x",
-    "T y",
-    "x",
-    "(b != b || b < a) ? b : a",
-    "y = a",
-    None,
-);
+pub(crate) const MIN: ReductionDef = ReductionDef {
+    name: "kusari_min",
+    in_params: "T x",
+    out_params: "T y",
+    map_expr: "x",
+    reduce_expr: "(b != b || b < a) ? b : a",
+    post_map_expr: "y = a",
+    identity: None,
+    ..ReductionDef::DEFAULT
+};
 
 /// The dtypes the built-in reductions run in on CUDA (half types are reduced in float32).
 const REDUCED_DTYPES: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];

@@ -1,333 +1,11 @@
-//! Raw kernels (CuPy's `RawKernel` and `RawModule`): a user's own CUDA source, as a pure
-//! function of strings, with no GPU.
-//!
-//! - [`raw_source`]: the translation unit compiled for a source and its options: `-D`/`-U`
-//!   options as `#define`/`#undef` lines, then `#line 1 "<label>"` so that compiler logs number
-//!   the user's lines as the user does.
-//! - [`parse_kernels`]: the `__global__` functions a source declares, with their parameter
-//!   lists read as C declarations, so that a launch can check its arguments against them.
-//!
-//! The parser reads what a kernel's parameter list usually holds: the built-in arithmetic types
-//! (`bool`, `char`, `short`, `int`, `long`, `long long`, `unsigned ...`, `float`, `double`), the
-//! fixed-width and size types (`int32_t`, `uint64_t`, `size_t`, `ptrdiff_t`, ...), the half
-//! types (`half`, `__half`, `__nv_bfloat16`), pointers and arrays of them, the qualifiers
-//! `const`, `volatile`, `__restrict__` and `__grid_constant__`, and names that simple
-//! `#define NAME type`, `typedef type NAME;` or `using NAME = type;` lines (or `-D` options) give
-//! a type. What it cannot read is [`RawParamType::Unknown`] (a by-value struct, a template
-//! argument), whose argument is then passed unchecked, or a pointer of unknown pointee, which
-//! takes any array. A kernel declared by a macro or a template is not found at all, and its
-//! launches are not checked.
+//! The C declaration parser: the `__global__` functions a raw source declares
+//! ([`parse_kernels`]), found by a tokenizer that skips comments, strings and preprocessor
+//! lines (reading simple `#define NAME type` aliases), each parameter list read into
+//! [`RawParam`]s.
 
 use std::collections::HashMap;
-use std::fmt;
 
-use crate::codegen::KernelSource;
-use crate::names::is_c_identifier;
-use crate::signature::ScalarType;
-
-/// A scalar C type of a kernel parameter (LP64: `long` is 8 bytes, as NVRTC has it on Linux).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CType {
-    /// `bool`
-    Bool,
-    /// A signed integer of this many bytes (`char` counts as signed).
-    Int(u8),
-    /// An unsigned integer of this many bytes.
-    UInt(u8),
-    /// `half` / `__half`
-    Half,
-    /// `__nv_bfloat16`
-    BFloat16,
-    /// `float`
-    Float,
-    /// `double`
-    Double,
-}
-
-impl CType {
-    /// Its size in bytes.
-    pub fn size(self) -> usize {
-        match self {
-            CType::Bool => 1,
-            CType::Int(b) | CType::UInt(b) => usize::from(b),
-            CType::Half | CType::BFloat16 => 2,
-            CType::Float => 4,
-            CType::Double => 8,
-        }
-    }
-
-    /// The element type an array of this C type holds, where kusari has one (`unsigned int`,
-    /// `short` and `char` have none).
-    pub fn scalar_type(self) -> Option<ScalarType> {
-        match self {
-            CType::Bool => Some(ScalarType::Bool),
-            CType::Int(4) => Some(ScalarType::Int32),
-            CType::Int(8) => Some(ScalarType::Int64),
-            CType::Half => Some(ScalarType::Float16),
-            CType::BFloat16 => Some(ScalarType::BFloat16),
-            CType::Float => Some(ScalarType::Float32),
-            CType::Double => Some(ScalarType::Float64),
-            CType::Int(_) | CType::UInt(_) => None,
-        }
-    }
-
-    /// Whether a pointer to this type may address an array of `dtype`: the same type, an
-    /// integer of the same width whatever its signedness, or bytes (`char`, `unsigned char`),
-    /// which address anything.
-    pub fn addresses(self, dtype: ScalarType) -> bool {
-        match self {
-            CType::Int(1) | CType::UInt(1) => true,
-            CType::Int(b) | CType::UInt(b) => {
-                matches!((b, dtype), (4, ScalarType::Int32) | (8, ScalarType::Int64))
-            }
-            t => t.scalar_type() == Some(dtype),
-        }
-    }
-}
-
-impl fmt::Display for CType {
-    /// The type's usual C spelling.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CType::Bool => "bool",
-            CType::Int(1) => "char",
-            CType::Int(2) => "short",
-            CType::Int(4) => "int",
-            CType::Int(_) => "long long",
-            CType::UInt(1) => "unsigned char",
-            CType::UInt(2) => "unsigned short",
-            CType::UInt(4) => "unsigned int",
-            CType::UInt(_) => "unsigned long long",
-            CType::Half => "half",
-            CType::BFloat16 => "__nv_bfloat16",
-            CType::Float => "float",
-            CType::Double => "double",
-        })
-    }
-}
-
-/// What a kernel parameter is, as far as the parser can tell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RawParamType {
-    /// A pointer (or an array parameter, which is one), to a known scalar type or, `None`, to
-    /// `void`, a pointer, a struct or a type the parser does not know.
-    Pointer(Option<CType>),
-    /// A scalar passed by value.
-    Scalar(CType),
-    /// A by-value parameter of a type the parser does not know (a struct, a template argument,
-    /// a macro it cannot expand): its argument is not checked.
-    Unknown,
-}
-
-/// One parameter of a kernel.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawParam {
-    /// Its name, if it has one.
-    pub name: Option<String>,
-    /// Its type.
-    pub ty: RawParamType,
-    /// The declaration as written (whitespace normalised), for messages.
-    pub decl: String,
-}
-
-/// A `__global__` function of a source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawFunction {
-    /// Its name.
-    pub name: String,
-    /// Whether it is declared `extern "C"` (directly or in an `extern "C" { .. }` block): only
-    /// then does the compiled module know it by this name.
-    pub extern_c: bool,
-    /// Its parameters, in order.
-    pub params: Vec<RawParam>,
-}
-
-/// A source or options a raw kernel cannot be made from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawSourceError(pub String);
-
-impl fmt::Display for RawSourceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for RawSourceError {}
-
-/// The `#define` / `#undef` lines of compile options. Accepted: `-DNAME`, `-DNAME=VALUE`,
-/// `-D NAME=VALUE` (two options), `--define-macro=NAME=VALUE`, `-UNAME`, `-U NAME` and
-/// `--undefine-macro=NAME`, as NVRTC reads them (`-DNAME` defines `NAME` as `1`). They are
-/// applied as lines of the source, so that the emulated device and the caches see them too.
-/// Any other option is an error, as is a name that is no C identifier or a value with a line
-/// break.
-///
-/// ```
-/// use kusari_kernels::raw::option_lines;
-/// let lines = option_lines(&["-DBLOCK=256".into(), "-DFAST".into(), "-UOLD".into()]).unwrap();
-/// assert_eq!(lines, "#define BLOCK 256\n#define FAST 1\n#undef OLD\n");
-/// assert!(option_lines(&["--use_fast_math".into()]).is_err());
-/// ```
-pub fn option_lines(options: &[String]) -> Result<String, RawSourceError> {
-    let mut out = String::new();
-    let mut iter = options.iter().map(|o| o.trim());
-    while let Some(opt) = iter.next() {
-        let mut separate = |flag: &str| {
-            iter.next().map(str::to_string).ok_or_else(|| {
-                RawSourceError(format!("compile option `{flag}` needs a macro name"))
-            })
-        };
-        let (define, arg) = if let Some(rest) = opt.strip_prefix("--define-macro=") {
-            (true, rest.to_string())
-        } else if let Some(rest) = opt.strip_prefix("--undefine-macro=") {
-            (false, rest.to_string())
-        } else if opt == "-D" {
-            (true, separate(opt)?)
-        } else if opt == "-U" {
-            (false, separate(opt)?)
-        } else if let Some(rest) = opt.strip_prefix("-D") {
-            (true, rest.to_string())
-        } else if let Some(rest) = opt.strip_prefix("-U") {
-            (false, rest.to_string())
-        } else {
-            return Err(RawSourceError(format!(
-                "compile option `{opt}` is not supported: a raw kernel takes macro definitions \
-                 (`-DNAME`, `-DNAME=VALUE`, `--define-macro=NAME=VALUE`) and removals (`-UNAME`, \
-                 `--undefine-macro=NAME`)"
-            )));
-        };
-        let (name, value) = match arg.split_once('=') {
-            Some((n, v)) if define => (n.trim(), Some(v.trim())),
-            _ => (arg.trim(), None),
-        };
-        if !is_c_identifier(name) {
-            return Err(RawSourceError(format!(
-                "compile option `{opt}`: `{name}` is not a macro name (a C identifier)"
-            )));
-        }
-        if value.is_some_and(|v| v.contains(['\n', '\r', '\0'])) {
-            return Err(RawSourceError(format!(
-                "compile option `{opt}`: a macro value may not hold a line break or a NUL"
-            )));
-        }
-        match (define, value) {
-            (true, Some(v)) => out.push_str(&format!("#define {name} {v}\n")),
-            (true, None) => out.push_str(&format!("#define {name} 1\n")),
-            (false, _) => out.push_str(&format!("#undef {name}\n")),
-        }
-    }
-    Ok(out)
-}
-
-/// The translation unit of `code` compiled with `options` ([`option_lines`]): the options'
-/// lines, `#line 1 "<label>"`, then the code, so that compiler messages give the code's own
-/// line numbers under `label`. `entry` is the kernel the source is compiled for (the label of
-/// NVRTC's program); a module's kernels share one source and one binary.
-///
-/// ```
-/// use kusari_kernels::raw::raw_source;
-/// let src = raw_source("scale", "k", "__global__ void k() {}", &["-DN=4".into()]).unwrap();
-/// assert_eq!(src.source, "#define N 4\n#line 1 \"scale\"\n__global__ void k() {}\n");
-/// assert_eq!(src.entry, "k");
-/// ```
-pub fn raw_source(
-    label: &str,
-    entry: &str,
-    code: &str,
-    options: &[String],
-) -> Result<KernelSource, RawSourceError> {
-    if code.contains('\0') {
-        return Err(RawSourceError("the source contains a NUL byte".into()));
-    }
-    let mut source = option_lines(options)?;
-    source.push_str(&format!("#line 1 \"{label}\"\n"));
-    source.push_str(code);
-    if !code.ends_with('\n') {
-        source.push('\n');
-    }
-    Ok(KernelSource {
-        entry: entry.to_string(),
-        source,
-    })
-}
-
-/// `source` ([`raw_source`]'s) with the user's code numbered as the user numbers it, and the
-/// lines before it (the options' `#define`s) unnumbered: what a compile error shows.
-pub fn numbered_user_source(source: &str) -> String {
-    let mut out = String::new();
-    let mut line: Option<usize> = None;
-    for l in source.lines() {
-        match line {
-            Some(n) => {
-                out.push_str(&format!("{n:4} | {l}\n"));
-                line = Some(n + 1);
-            }
-            None => {
-                out.push_str(&format!("     | {l}\n"));
-                if l.starts_with("#line 1 ") {
-                    line = Some(1);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Most threads a block may have.
-pub const MAX_BLOCK_THREADS: u64 = 1024;
-/// Largest block dimensions (x, y, z).
-pub const MAX_BLOCK_DIMS: [u32; 3] = [1024, 1024, 64];
-/// Largest grid dimensions (x, y, z).
-pub const MAX_GRID_DIMS: [u32; 3] = [i32::MAX as u32, 65535, 65535];
-/// Most dynamic shared memory a launch may ask for: CUDA's default limit per block, 48 KiB (a
-/// kernel raises it on a GPU with `cudaFuncSetAttribute`, which kusari does not call).
-pub const MAX_DYNAMIC_SHARED_BYTES: usize = 48 * 1024;
-
-/// Checks a launch's grid, block and dynamic shared memory against CUDA's limits (those of
-/// every device since compute capability 3.0), saying which is exceeded and by what.
-///
-/// ```
-/// use kusari_kernels::raw::check_launch;
-/// assert!(check_launch([4, 1, 1], [256, 1, 1], 0).is_ok());
-/// let e = check_launch([1, 1, 1], [64, 32, 1], 0).unwrap_err();
-/// assert!(e.contains("2048 threads"), "{e}");
-/// ```
-pub fn check_launch(grid: [u32; 3], block: [u32; 3], shared_bytes: usize) -> Result<(), String> {
-    let show = |d: [u32; 3]| format!("({}, {}, {})", d[0], d[1], d[2]);
-    if grid.contains(&0) || block.contains(&0) {
-        return Err(format!(
-            "grid {} and block {} must have no zero dimension",
-            show(grid),
-            show(block)
-        ));
-    }
-    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
-    if threads > MAX_BLOCK_THREADS {
-        return Err(format!(
-            "block {} has {threads} threads; a block has at most {MAX_BLOCK_THREADS}",
-            show(block)
-        ));
-    }
-    for (what, dims, max) in [
-        ("block", block, MAX_BLOCK_DIMS),
-        ("grid", grid, MAX_GRID_DIMS),
-    ] {
-        if let Some(axis) = (0..3).find(|&a| dims[a] > max[a]) {
-            return Err(format!(
-                "{what} {} exceeds the largest {what} {} in {}",
-                show(dims),
-                show(max),
-                ["x", "y", "z"][axis]
-            ));
-        }
-    }
-    if shared_bytes > MAX_DYNAMIC_SHARED_BYTES {
-        return Err(format!(
-            "{shared_bytes} bytes of dynamic shared memory exceed the {MAX_DYNAMIC_SHARED_BYTES} \
-             bytes (48 KiB) a block has by default"
-        ));
-    }
-    Ok(())
-}
+use super::params::{CType, RawFunction, RawParam, RawParamType};
 
 /// A token of the source: an identifier or number, a string literal, or one punctuation
 /// character (`::` is one token).
@@ -638,6 +316,75 @@ fn parse_param(toks: &[Token], aliases: &HashMap<String, Vec<String>>) -> RawPar
     RawParam { name, ty, decl }
 }
 
+/// The function whose declaration continues at `toks[at..]` (after `__global__`), and where
+/// its parameter list ends.
+fn parse_function(
+    toks: &[Token],
+    mut at: usize,
+    extern_c: bool,
+    aliases: &HashMap<String, Vec<String>>,
+) -> Option<(RawFunction, usize)> {
+    // Specifiers, `void`, `__launch_bounds__(..)`, then the name and `(`.
+    let name = loop {
+        match (toks.get(at)?, toks.get(at + 1)) {
+            (Token::Word(w), Some(Token::Punct('('))) if w == "__launch_bounds__" => {
+                at = close_of(toks, at + 1)? + 1;
+            }
+            (Token::Word(w), Some(Token::Punct('('))) => break w.clone(),
+            (Token::Word(_), _) => at += 1,
+            _ => return None,
+        }
+    };
+    let open = at + 1;
+    let close = close_of(toks, open)?;
+    let inner = &toks[open + 1..close];
+    let mut params = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (j, t) in inner.iter().enumerate() {
+        match t {
+            Token::Punct('(' | '<' | '[') => depth += 1,
+            Token::Punct(')' | '>' | ']') => depth -= 1,
+            Token::Punct(',') if depth == 0 => {
+                params.push(parse_param(&inner[start..j], aliases));
+                start = j + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = &inner[start..];
+    let only_void = last.len() == 1 && word(&last[0]) == Some("void");
+    if !(last.is_empty() || only_void && params.is_empty()) {
+        params.push(parse_param(last, aliases));
+    }
+    Some((
+        RawFunction {
+            name,
+            extern_c,
+            params,
+        },
+        close + 1,
+    ))
+}
+
+/// The index of the `)` closing the `(` at `open`.
+fn close_of(toks: &[Token], open: usize) -> Option<usize> {
+    let mut depth = 0;
+    for (j, t) in toks.iter().enumerate().skip(open) {
+        match t {
+            Token::Punct('(') => depth += 1,
+            Token::Punct(')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The `__global__` functions `source` declares or defines, in order of first appearance (a
 /// prototype and its definition count once), with their parameters. A kernel declared by a
 /// macro, or a template, is not among them.
@@ -713,78 +460,10 @@ pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
     found
 }
 
-/// The function whose declaration continues at `toks[at..]` (after `__global__`), and where
-/// its parameter list ends.
-fn parse_function(
-    toks: &[Token],
-    mut at: usize,
-    extern_c: bool,
-    aliases: &HashMap<String, Vec<String>>,
-) -> Option<(RawFunction, usize)> {
-    // Specifiers, `void`, `__launch_bounds__(..)`, then the name and `(`.
-    let name = loop {
-        match (toks.get(at)?, toks.get(at + 1)) {
-            (Token::Word(w), Some(Token::Punct('('))) if w == "__launch_bounds__" => {
-                at = close_of(toks, at + 1)? + 1;
-            }
-            (Token::Word(w), Some(Token::Punct('('))) => break w.clone(),
-            (Token::Word(_), _) => at += 1,
-            _ => return None,
-        }
-    };
-    let open = at + 1;
-    let close = close_of(toks, open)?;
-    let inner = &toks[open + 1..close];
-    let mut params = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (j, t) in inner.iter().enumerate() {
-        match t {
-            Token::Punct('(' | '<' | '[') => depth += 1,
-            Token::Punct(')' | '>' | ']') => depth -= 1,
-            Token::Punct(',') if depth == 0 => {
-                params.push(parse_param(&inner[start..j], aliases));
-                start = j + 1;
-            }
-            _ => {}
-        }
-    }
-    let last = &inner[start..];
-    let only_void = last.len() == 1 && word(&last[0]) == Some("void");
-    if !(last.is_empty() || only_void && params.is_empty()) {
-        params.push(parse_param(last, aliases));
-    }
-    Some((
-        RawFunction {
-            name,
-            extern_c,
-            params,
-        },
-        close + 1,
-    ))
-}
-
-/// The index of the `)` closing the `(` at `open`.
-fn close_of(toks: &[Token], open: usize) -> Option<usize> {
-    let mut depth = 0;
-    for (j, t) in toks.iter().enumerate().skip(open) {
-        match t {
-            Token::Punct('(') => depth += 1,
-            Token::Punct(')') => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(j);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::raw::raw_source;
 
     fn types(src: &str) -> Vec<RawParamType> {
         let k = parse_kernels(src);
@@ -924,63 +603,5 @@ mod tests {
                 ("b2", true, 1)
             ]
         );
-    }
-
-    #[test]
-    fn options_become_defines_and_bad_ones_are_named() {
-        let opts = |o: &[&str]| option_lines(&o.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        assert_eq!(
-            opts(&[
-                "-D",
-                "A=2",
-                "--define-macro=B=x y",
-                "-U",
-                "C",
-                "--undefine-macro=D"
-            ])
-            .unwrap(),
-            "#define A 2\n#define B x y\n#undef C\n#undef D\n"
-        );
-        let e = opts(&["-D1X=2"]).unwrap_err().to_string();
-        assert!(e.contains("`1X` is not a macro name"), "{e}");
-        let e = opts(&["-DA=1\n#include <x>"]).unwrap_err().to_string();
-        assert!(e.contains("line break"), "{e}");
-        let e = opts(&["-O3"]).unwrap_err().to_string();
-        assert!(e.contains("`-O3` is not supported"), "{e}");
-        let e = opts(&["-D"]).unwrap_err().to_string();
-        assert!(e.contains("`-D` needs a macro name"), "{e}");
-    }
-
-    #[test]
-    fn launch_limits_name_what_is_exceeded() {
-        assert!(check_launch([1, 1, 1], [1024, 1, 1], MAX_DYNAMIC_SHARED_BYTES).is_ok());
-        assert!(check_launch(MAX_GRID_DIMS, [32, 32, 1], 0).is_ok());
-        let e = check_launch([1, 0, 1], [1, 1, 1], 0).unwrap_err();
-        assert!(
-            e.contains("grid (1, 0, 1)") && e.contains("no zero dimension"),
-            "{e}"
-        );
-        let e = check_launch([1, 1, 1], [1, 1, 128], 0).unwrap_err();
-        assert!(
-            e.contains("block (1, 1, 128) exceeds") && e.ends_with("in z"),
-            "{e}"
-        );
-        let e = check_launch([1, 70000, 1], [1, 1, 1], 0).unwrap_err();
-        assert!(
-            e.contains("grid (1, 70000, 1) exceeds") && e.ends_with("in y"),
-            "{e}"
-        );
-        let e = check_launch([1, 1, 1], [1, 1, 1], MAX_DYNAMIC_SHARED_BYTES + 1).unwrap_err();
-        assert!(e.contains("49153 bytes of dynamic shared memory"), "{e}");
-    }
-
-    #[test]
-    fn the_user_source_is_numbered_from_its_line_directive() {
-        let src = raw_source("m", "k", "line one\nline two", &["-DX".into()]).unwrap();
-        assert_eq!(
-            numbered_user_source(&src.source),
-            "     | #define X 1\n     | #line 1 \"m\"\n   1 | line one\n   2 | line two\n"
-        );
-        assert!(raw_source("m", "k", "a\0b", &[]).is_err());
     }
 }

@@ -30,7 +30,15 @@ use std::collections::hash_map::{Entry, HashMap};
 use std::fmt;
 use std::ops::Range;
 
-use crate::names::{check_param_name, NameError, NameProblem, NameRole};
+use crate::names::{NameError, NameProblem, NameRole};
+
+mod error;
+mod parse;
+
+pub(crate) use error::underline;
+pub use error::{SignatureError, RENDER_CONTEXT};
+pub use parse::parse_list;
+use parse::parse_list_partial;
 
 /// A concrete element type of a kernel parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -140,231 +148,6 @@ impl fmt::Display for SignatureList {
             SignatureList::Params => "params",
         })
     }
-}
-
-/// A mistake in a signature: what is wrong and where (a byte range of the source string).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SignatureError {
-    /// The list whose string holds the mistake.
-    pub list: SignatureList,
-    /// Byte range of the offending text.
-    pub span: Range<usize>,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl SignatureError {
-    /// The message followed by the source line with the offending text underlined:
-    ///
-    /// ```text
-    /// unknown type `Q` (expected a one-letter placeholder such as `T`, or one of bool, ...)
-    ///   T x, Q y
-    ///        ^
-    /// ```
-    ///
-    /// A long source is cut to the line of the mistake and at most [`RENDER_CONTEXT`] characters
-    /// either side of it, marked with `...`, so rendering every error of a long signature takes
-    /// time linear in the number of errors, not in errors times length.
-    pub fn render(&self, source: &str) -> String {
-        format!("{}\n{}", self.message, underline(source, self.span.clone()))
-    }
-}
-
-/// The line of `source` holding `span`, cut to [`RENDER_CONTEXT`] characters either side (marked
-/// with `...`), indented by two spaces, and under it the span's text underlined with `^`. Takes
-/// time in the context, not in the length of `source` before the span.
-pub(crate) fn underline(source: &str, span: Range<usize>) -> String {
-    let start = span.start.min(source.len());
-    let end = span.end.clamp(start, source.len());
-    // Back to the line start, at most RENDER_CONTEXT characters.
-    let mut from = start;
-    for (i, c) in source[..start].char_indices().rev().take(RENDER_CONTEXT) {
-        if c == '\n' {
-            break;
-        }
-        from = i;
-    }
-    // The underlined text: at most RENDER_CONTEXT characters of it, and of its first line.
-    let shown_end = source[start..end]
-        .char_indices()
-        .take(RENDER_CONTEXT + 1)
-        .find(|&(k, c)| c == '\n' || k == RENDER_CONTEXT)
-        .map_or(end, |(k, _)| start + k);
-    let mut to = shown_end;
-    if shown_end == end {
-        for (i, c) in source[end..].char_indices().take(RENDER_CONTEXT) {
-            if c == '\n' {
-                break;
-            }
-            to = end + i + c.len_utf8();
-        }
-    }
-    let before = if from > 0 && !source[..from].ends_with('\n') {
-        "..."
-    } else {
-        ""
-    };
-    let after = if to < source.len() && !source[to..].starts_with('\n') {
-        "..."
-    } else {
-        ""
-    };
-    let column = before.len() + source[from..start].chars().count();
-    let width = source[start..shown_end].chars().count().max(1);
-    format!(
-        "  {before}{}{after}\n  {}{}",
-        &source[from..to],
-        " ".repeat(column),
-        "^".repeat(width)
-    )
-}
-
-/// How many characters [`SignatureError::render`] shows either side of a mistake.
-pub const RENDER_CONTEXT: usize = 40;
-
-impl fmt::Display for SignatureError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.list, self.message)
-    }
-}
-
-impl std::error::Error for SignatureError {}
-
-/// Splits `src` into words with their byte ranges, and commas as separators.
-fn tokens(src: &str) -> Vec<(Range<usize>, &str)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in src.char_indices() {
-        let boundary = c.is_whitespace() || c == ',';
-        match (boundary, start) {
-            (true, Some(s)) => {
-                out.push((s..i, &src[s..i]));
-                start = None;
-            }
-            (false, None) => start = Some(i),
-            _ => {}
-        }
-        if c == ',' {
-            out.push((i..i + 1, ","));
-        }
-    }
-    if let Some(s) = start {
-        out.push((s..src.len(), &src[s..]));
-    }
-    out
-}
-
-const TYPE_HELP: &str = "expected a one-letter placeholder such as `T`, or one of bool, int32, int64, float16, bfloat16, float32, float64";
-
-/// Parses one list (`"T x, raw float32 y"`). An empty or blank string is an empty list.
-/// Returns every mistake found, not only the first.
-pub fn parse_list(src: &str, list: SignatureList) -> Result<Vec<Param>, Vec<SignatureError>> {
-    let (params, errors) = parse_list_partial(src, list);
-    if errors.is_empty() {
-        Ok(params)
-    } else {
-        Err(errors)
-    }
-}
-
-/// The parameters that parse, and the mistakes in the others (so that later checks see the good
-/// parameters and one mistake does not cascade into more).
-fn parse_list_partial(src: &str, list: SignatureList) -> (Vec<Param>, Vec<SignatureError>) {
-    let err = |span: Range<usize>, message: String| SignatureError {
-        list,
-        span,
-        message,
-    };
-    let unknown_keyword = |span: &Range<usize>, word: &str| {
-        err(
-            span.clone(),
-            format!("unknown keyword `{word}` (the only keyword is `raw`)"),
-        )
-    };
-    let mut params = Vec::new();
-    let mut errors = Vec::new();
-    let toks = tokens(src);
-    if toks.is_empty() {
-        return (params, errors);
-    }
-    // One pass over the tokens: each group of words ends at a comma or at the end.
-    let mut group_start = 0;
-    let mut previous_empty = false;
-    for k in 0..=toks.len() {
-        if k < toks.len() && toks[k].1 != "," {
-            continue;
-        }
-        let group = &toks[group_start..k];
-        group_start = k + 1;
-        let Some(first) = group.first() else {
-            // `a,,b` or a leading comma: the error is at the comma that ends the gap. A trailing
-            // comma (`a,`): at that comma, unless it already ended an empty parameter.
-            let at = match toks.get(k) {
-                Some((comma, _)) => Some(comma.clone()),
-                None if !previous_empty => toks.get(k.wrapping_sub(1)).map(|(r, _)| r.clone()),
-                None => None,
-            };
-            if let Some(at) = at {
-                errors.push(err(
-                    at,
-                    "empty parameter: expected `[raw] TYPE NAME`".to_string(),
-                ));
-            }
-            previous_empty = true;
-            continue;
-        };
-        previous_empty = false;
-        let (raw, rest) = match first.1 {
-            "raw" => (true, &group[1..]),
-            _ => (false, group),
-        };
-        // `const T x`: the keyword is reported and the parameter after it still read, so that
-        // its placeholder counts as bound and one mistake gives one error.
-        let rest = match rest {
-            [(span, word), tail @ ..] if !raw && tail.len() == 2 => {
-                errors.push(unknown_keyword(span, word));
-                tail
-            }
-            _ => rest,
-        };
-        match rest {
-            [(ty_span, ty), (name_span, name)] => {
-                let ty = if let Some(t) = ScalarType::from_name(ty) {
-                    Some(ParamType::Concrete(t))
-                } else if ty.len() == 1 && ty.chars().all(|c| c.is_ascii_uppercase()) {
-                    ty.chars().next().map(ParamType::Placeholder)
-                } else {
-                    errors.push(err(
-                        ty_span.clone(),
-                        format!("unknown type `{ty}` ({TYPE_HELP})"),
-                    ));
-                    None
-                };
-                if let Err(e) = check_param_name(name) {
-                    errors.push(err(name_span.clone(), e.to_string()));
-                }
-                if let Some(ty) = ty {
-                    params.push(Param {
-                        raw,
-                        ty,
-                        name: name.to_string(),
-                        name_span: name_span.clone(),
-                        type_span: ty_span.clone(),
-                    });
-                }
-            }
-            [(span, word), _, _, ..] if !raw => errors.push(unknown_keyword(span, word)),
-            _ => {
-                let span = first.0.start..group.last().map_or(first.0.end, |(r, _)| r.end);
-                let text = &src[span.clone()];
-                errors.push(err(
-                    span,
-                    format!("`{text}` is not a parameter: expected `[raw] TYPE NAME`"),
-                ));
-            }
-        }
-    }
-    (params, errors)
 }
 
 /// The three lists of an elementwise kernel, checked together.
@@ -548,13 +331,6 @@ mod tests {
             .contains("duplicate parameter name `x` (already in inputs)"));
     }
 
-    #[test]
-    fn render_underlines_the_offending_text() {
-        let src = "T x, flaot y";
-        let e = &ElementwiseSignature::new(src, "T w", "").unwrap_err()[0];
-        assert_eq!(e.render(src).lines().nth(2), Some("       ^^^^^"));
-    }
-
     /// Every name the generated C++ cannot use as a variable, in whichever list: one error, at
     /// the name, saying why. Columns: inputs, outputs, params, the offending text, the reason.
     #[test]
@@ -733,28 +509,5 @@ mod tests {
         }
         let rendered: usize = errs.iter().map(|e| e.render(&src).len()).sum();
         assert!(rendered < 50_000 * 200, "{rendered} bytes of messages");
-    }
-
-    #[test]
-    fn render_cuts_a_long_source_around_the_mistake() {
-        let src = format!("{}T i, T z", "T a, ".repeat(1000));
-        let e = &ElementwiseSignature::new(&src, "T w", "").unwrap_err()[0];
-        let rendered = e.render(&src);
-        let lines: Vec<&str> = rendered.lines().collect();
-        assert_eq!(lines.len(), 3, "{rendered}");
-        assert!(
-            lines[1].starts_with("  ...") && lines[1].ends_with("T i, T z"),
-            "{rendered}"
-        );
-        let caret = lines[2].find('^').unwrap();
-        assert_eq!(&lines[1][caret..caret + 1], "i");
-        assert!(lines[1].len() < 2 * RENDER_CONTEXT + 10);
-        // A multi-line source shows the mistake's line only.
-        let src = "T x,\nT _y,\nT z";
-        let e = &ElementwiseSignature::new(src, "T w", "").unwrap_err()[0];
-        assert_eq!(
-            e.render(src).lines().skip(1).collect::<Vec<_>>(),
-            ["  T _y,", "    ^^"]
-        );
     }
 }

@@ -1,0 +1,37 @@
+//! Raw kernels (CuPy's `RawKernel` and `RawModule`): a user's own CUDA source, as a pure
+//! function of strings, with no GPU.
+//!
+//! - [`raw_source`]: the translation unit compiled for a source and its options: `-D`/`-U`
+//!   options as `#define`/`#undef` lines, then `#line 1 "<label>"` so that compiler logs number
+//!   the user's lines as the user does.
+//! - [`parse_kernels`]: the `__global__` functions a source declares, with their parameter
+//!   lists read as C declarations, so that a launch can check its arguments against them.
+//!
+//! The parser reads what a kernel's parameter list usually holds: the built-in arithmetic types
+//! (`bool`, `char`, `short`, `int`, `long`, `long long`, `unsigned ...`, `float`, `double`), the
+//! fixed-width and size types (`int32_t`, `uint64_t`, `size_t`, `ptrdiff_t`, ...), the half
+//! types (`half`, `__half`, `__nv_bfloat16`), pointers and arrays of them, the qualifiers
+//! `const`, `volatile`, `__restrict__` and `__grid_constant__`, and names that simple
+//! `#define NAME type`, `typedef type NAME;` or `using NAME = type;` lines (or `-D` options) give
+//! a type. What it cannot read is [`RawParamType::Unknown`] (a by-value struct, a template
+//! argument), whose argument is then passed unchecked, or a pointer of unknown pointee, which
+//! takes any array. A kernel declared by a macro or a template is not found at all, and its
+//! launches are not checked.
+//!
+//! One concept a file: `source` (the translation unit and its options), `params` (the types a
+//! kernel's parameters are read as) and `parse` (the C declaration parser that reads them). The
+//! limits a launch is checked against are [`crate::launch_limits`]'s.
+
+mod params;
+mod parse;
+mod source;
+
+pub use params::{CType, RawFunction, RawParam, RawParamType};
+pub use parse::parse_kernels;
+pub use source::{numbered_user_source, option_lines, raw_source, RawSourceError};
+
+// Their former place, kept for one release (CHANGELOG.md).
+#[doc(hidden)]
+pub use crate::launch_limits::{
+    check_launch, MAX_BLOCK_DIMS, MAX_BLOCK_THREADS, MAX_DYNAMIC_SHARED_BYTES, MAX_GRID_DIMS,
+};
