@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The runtime's layering check: a module of `runtime/src` may import only from its own layer or a
-lower one, and the top-level modules form no import cycle.
+lower one, the top-level modules form no import cycle, and no two files import each other
+(directly or through others).
 
     python3 .ci/layers.py              # check runtime/src; exit 1 on a violation
     python3 .ci/layers.py --self-test  # show that the check fails on a tree that breaks the rules
@@ -9,8 +10,11 @@ An import is any path `crate::x...` in code (a `use` item, braces included, or a
 inline); comments, doc links and unit tests (`#[cfg(test)]` modules, which may use the test
 helpers of any layer) do not count. A name the crate root re-exports
 (`pub use array::{Array, WeakArray}` in lib.rs) counts as its defining module, and an exported
-`macro_rules!` as the module that defines it. The layers are the table below; README.md's
-"Architecture" section draws the same picture.
+`macro_rules!` as the module that defines it. The layers are the table below; ARCHITECTURE.md
+draws the same picture. Between files, a path counts as an import of the file that defines what
+it names (re-exports followed), so a module's `mod.rs` can be a facade of re-exports that its
+children import through, but a child cannot use what its parent defines while the parent uses
+the child.
 """
 
 import os
@@ -20,10 +24,10 @@ import tempfile
 
 # Lowest first. Every top-level module of runtime/src must be listed.
 LAYERS = [
-    ("base", ["error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros"]),
-    ("storage backends", ["op", "cpu", "cuda", "storage", "memory"]),
+    ("base", ["env", "error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros"]),
+    ("storage backends", ["op", "builtin_kernels", "launch_plan", "cpu", "cuda", "storage", "memory"]),
     ("config", ["config"]),
-    ("array", ["array", "kernel", "reduction_kernel", "raw_kernel"]),
+    ("array", ["array", "elementwise_kernel", "reduction_kernel", "raw_kernel"]),
     ("graph", ["graph", "macro_support"]),
     ("functions", ["functions"]),
     ("links", ["link"]),
@@ -236,11 +240,189 @@ def check(src, out=sys.stdout):
     for m in sorted(modules):
         if m not in state:
             visit(m)
+    for cycle in file_cycles(src):
+        problems.append("import cycle between files: " + cycle)
     for p in problems:
         print("layers: " + p, file=out)
     if not problems:
-        print(f"layers: {len(files)} files in {len(modules)} modules import only downward", file=out)
+        print(
+            f"layers: {len(files)} files in {len(modules)} modules import only downward, "
+            "and no files import each other in a cycle",
+            file=out,
+        )
     return not problems
+
+
+# ---------------------------------------------------------------------------------------------
+# File-level import cycles: no two files of runtime/src import each other, directly or through
+# others (the switch of a backend and its drivers included). A file imports another when one of
+# its paths (`use` trees, and `crate::`/`super::`/`self::` or child-module paths written inline)
+# names an item that file defines; a name a module re-exports or imports (`use`) is followed to
+# the file that defines it, so `use super::Foo` through a parent's `pub use sibling::Foo` is an
+# import of the sibling. Declaring a child (`mod x;`) imports nothing.
+# ---------------------------------------------------------------------------------------------
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def module_files(src, stub=False):
+    """Module path (a tuple) -> file, for every file of the crate. With `stub`, the files in
+    STUBS stand in for their modules (the build without the feature)."""
+    mods = {}
+    for d, _, fs in os.walk(src):
+        for f in fs:
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(d, f)
+            rel = os.path.relpath(path, src).replace(os.sep, "/")[:-3].split("/")
+            if rel[-1] in ("mod", "lib"):
+                rel = rel[:-1]
+            top = rel[0] if rel else None
+            if top in STUBS:
+                if stub:
+                    mods[(STUBS[top],) + tuple(rel[1:])] = path
+                continue
+            key = tuple(rel)
+            if stub and key and key[0] in STUBS.values():
+                continue
+            mods[key] = path
+    return mods
+
+
+def use_trees(code):
+    """Every `use` item of `code` (`pub`/`pub(crate)`/plain) as full paths: lists of segments,
+    the last possibly `*`; with the name each is bound to (`as` aliases applied)."""
+    out = []
+    for m in re.finditer(r"(?:\bpub(?:\s*\([^)]*\))?\s+)?\buse\s+([^;]+);", code):
+        def expand(prefix, tree):
+            tree = tree.strip()
+            if not tree:
+                return
+            brace = tree.find("{")
+            if brace >= 0 and tree.rstrip().endswith("}") and "::" in tree[:brace] + "::" :
+                head = [p for p in tree[:brace].strip().rstrip(":").split("::") if p.strip()]
+                for part in split_top(tree[brace + 1: tree.rstrip().rfind("}")]):
+                    expand(prefix + [h.strip() for h in head], part)
+                return
+            name = None
+            if " as " in tree:
+                tree, name = [t.strip() for t in tree.split(" as ", 1)]
+            segs = [t.strip() for t in tree.split("::") if t.strip()]
+            if segs == ["self"]:
+                segs = []
+            elif segs and segs[-1] == "self":
+                segs = segs[:-1]
+            full = prefix + segs
+            if not full:
+                return
+            out.append((full, name or full[-1]))
+        expand([], m.group(1))
+    return out
+
+
+def inline_paths(code):
+    """Paths written in code (outside `use` items) that start with `crate`, `super`, `self` or
+    any identifier followed by `::`."""
+    body = re.sub(r"(?:\bpub(?:\s*\([^)]*\))?\s+)?\buse\s+[^;]+;", " ", code)
+    out = []
+    for m in re.finditer(r"(?<![A-Za-z0-9_:])((?:" + IDENT + r"\s*::\s*)+" + IDENT + ")", body):
+        out.append([s.strip() for s in m.group(1).split("::")])
+    return out
+
+
+def file_graph(src, stub=False):
+    mods = module_files(src, stub)
+    skipped, codes = set(), {}
+    for key, path in mods.items():
+        codes[key] = without_tests(strip_comments(open(path).read()), path, skipped)
+    live = {k: p for k, p in mods.items() if os.path.normpath(p) not in skipped}
+    uses = {k: {} for k in live}
+    for k in live:
+        for full, name in use_trees(codes[k]):
+            if full[-1] != "*":
+                uses[k][name] = full
+
+    def absolute(here, segs):
+        """`segs` from module `here` as an absolute module path plus the rest, or None."""
+        segs = list(segs)
+        if not segs:
+            return None
+        if segs[0] == "crate":
+            return [], segs[1:]
+        if segs[0] in ("super", "self"):
+            base = list(here)
+            while segs and segs[0] in ("super", "self"):
+                if segs[0] == "super":
+                    if not base:
+                        return None
+                    base = base[:-1]
+                segs = segs[1:]
+            return base, segs
+        if tuple(here) + (segs[0],) in mods:
+            return list(here), segs
+        return None
+
+    def resolve(here, segs, depth=0):
+        """The file that defines what `segs` (written in module `here`) names, or None."""
+        if depth > 20:
+            return None
+        start = absolute(here, segs)
+        if start is None:
+            return None
+        base, rest = start
+        cur = tuple(base)
+        while rest and cur + (rest[0],) in mods:
+            cur, rest = cur + (rest[0],), rest[1:]
+        if cur not in mods:
+            return None
+        if not rest:
+            return mods[cur]
+        alias = uses.get(cur, {}).get(rest[0])
+        if alias is not None and (alias[0] in ("crate", "super", "self") or tuple(cur) + (alias[0],) in mods):
+            got = resolve(cur, alias + rest[1:], depth + 1)
+            return got if got is not None else mods[cur]
+        if alias is not None:
+            return None  # another crate's item
+        return mods[cur]
+
+    edges = {}
+    for k, path in live.items():
+        code = codes[k]
+        paths = [full for full, _ in use_trees(code)] + inline_paths(code)
+        for segs in paths:
+            segs = [s for s in segs if s != "*"]
+            target = resolve(k, segs)
+            if target is None or target == path or os.path.normpath(target) in skipped:
+                continue
+            edges.setdefault(path, set()).add(target)
+    return live, edges
+
+
+def file_cycles(src):
+    """Import cycles between files, in the build with every feature and in the stub build."""
+    found = []
+    for stub in (False, True):
+        live, edges = file_graph(src, stub)
+        state, stack = {}, []
+
+        def visit(f):
+            state[f] = 1
+            stack.append(f)
+            for t in sorted(edges.get(f, ())):
+                if state.get(t) == 1:
+                    cycle = stack[stack.index(t):] + [t]
+                    text = " -> ".join(os.path.relpath(c, src) for c in cycle)
+                    if text not in found:
+                        found.append(text)
+                elif t not in state:
+                    visit(t)
+            stack.pop()
+            state[f] = 2
+
+        for f in sorted(live.values()):
+            if f not in state:
+                visit(f)
+    return found
 
 
 def self_test():
@@ -274,6 +456,32 @@ def self_test():
         }), True),
         "code after a test block counts": (dict(good, **{
             "cpu/mod.rs": "#[cfg(test)]\nmod more { fn f() {} }\nuse crate::Array;\n",
+        }), False),
+        # File-level cycles, inside one top-level module.
+        "a facade re-exporting its children, which use each other's items through it": (dict(good, **{
+            "cpu/mod.rs": "mod a;\nmod b;\npub use a::A;\npub(crate) use b::B;\n",
+            "cpu/a.rs": "use super::B;\npub struct A(B);\n",
+            "cpu/b.rs": "pub struct B;\n",
+        }), True),
+        "a child using what its parent defines while the parent uses the child": (dict(good, **{
+            "cpu/mod.rs": "mod a;\npub struct P;\nfn f() { a::g() }\n",
+            "cpu/a.rs": "use super::P;\npub fn g() {}\n",
+        }), False),
+        "a switch and the driver below it importing each other": (dict(good, **{
+            "cpu/mod.rs": "mod driver;\n",
+            "cpu/driver/mod.rs": "mod emu;\npub(crate) type Ptr = u64;\nfn open() { emu::open() }\n",
+            "cpu/driver/emu.rs": "use crate::cpu::driver::Ptr;\npub fn open() {}\n",
+        }), False),
+        "the same, the shared types in a leaf": (dict(good, **{
+            "cpu/mod.rs": "mod driver;\n",
+            "cpu/driver/mod.rs": "mod emu;\nmod types;\npub(crate) use types::Ptr;\nfn open() { emu::open() }\n",
+            "cpu/driver/types.rs": "pub(crate) type Ptr = u64;\n",
+            "cpu/driver/emu.rs": "use crate::cpu::driver::types::Ptr;\npub fn open() {}\n",
+        }), True),
+        "siblings importing each other": (dict(good, **{
+            "cpu/mod.rs": "mod a;\nmod b;\n",
+            "cpu/a.rs": "pub fn f() { super::b::g() }\n",
+            "cpu/b.rs": "use super::a::f;\npub fn g() {}\n",
         }), False),
     }
     ok = True

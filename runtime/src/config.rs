@@ -67,16 +67,7 @@ impl Config {
 
 fn debug_from_env() -> bool {
     static ENV: OnceLock<bool> = OnceLock::new();
-    *ENV.get_or_init(|| {
-        std::env::var("KUSARI_DEBUG")
-            .map(|v| {
-                matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "1" | "true" | "yes" | "on"
-                )
-            })
-            .unwrap_or(false)
-    })
+    *ENV.get_or_init(crate::env::debug)
 }
 
 /// The global defaults that new threads start from.

@@ -5,23 +5,14 @@
 //! assert_eq!(kusari::cuda::device_count(), 0);
 //! ```
 
-#[path = "cuda/kernels.rs"]
-mod kernels;
-#[path = "cuda/reductions.rs"]
-mod reductions;
-
 use kusari_kernels::ElementwiseDef;
 
 use crate::cpu::CpuStorage;
 use crate::error::{Error, Result};
+use crate::launch_plan::{LaunchArgs, RawArg};
 use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
-
-pub(crate) use kernels::{
-    builtin_kernels, source_for, LaunchArgs, Operand, MOMENTUM_SGD_UPDATE, SGD_UPDATE,
-};
-pub(crate) use reductions::builtin_reductions;
 
 const REASON: &str = "kusari was built without its `cuda` feature";
 
@@ -247,16 +238,6 @@ pub(crate) struct RawLoads {
     _none: (),
 }
 
-/// One argument of a raw launch.
-// The fields are read by the CUDA backend's launch; this build launches nothing.
-#[allow(dead_code)]
-pub(crate) enum RawArg<'a> {
-    /// A CUDA array (none can exist in this build).
-    Array(CudaRef<'a>),
-    /// A value and its width in bytes.
-    Value(u64, usize),
-}
-
 /// A raw launch's grid, block and dynamic shared memory bytes.
 pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);
 
@@ -269,7 +250,7 @@ pub(crate) unsafe fn launch_raw(
     src: &kusari_kernels::codegen::KernelSource,
     _loads: &RawLoads,
     _dims: RawDims,
-    _args: &[RawArg<'_>],
+    _args: &[RawArg<CudaRef<'_>>],
 ) -> Result<()> {
     Err(unavailable(&format!(
         "raw kernel {} on cuda:{ordinal}",

@@ -17,17 +17,20 @@
 //! ```
 
 mod array;
+mod builtin_kernels;
 pub mod config;
 mod cpu;
 #[cfg_attr(not(feature = "cuda"), path = "cuda_stub.rs")]
 pub mod cuda;
 mod device;
 mod dtype;
+mod elementwise_kernel;
+pub mod env;
 mod error;
 pub mod functions;
 pub mod gradient_check;
 mod graph;
-mod kernel;
+mod launch_plan;
 mod layout;
 pub mod link;
 #[doc(hidden)]
@@ -48,15 +51,16 @@ pub use array::{Array, WeakArray};
 pub use config::{default_device, using_device, DeviceGuard};
 pub use device::{Device, ParseDeviceError};
 pub use dtype::{DType, Element, FloatElement, NumElement};
+pub use elementwise_kernel::{array_kernels, ElementwiseKernel, KernelArg, KernelCall};
 pub use error::{Error, Result};
 pub use graph::{
     apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
     GradOptions, GradOutputs, InputMeta, Variable,
 };
-pub use kernel::{array_kernels, ElementwiseKernel, KernelArg, KernelCall};
 pub use kusari_kernels as kernels;
 pub use kusari_kernels::ReductionDef;
 pub use kusari_macros::function_node;
+pub use launch_plan::LaunchPlan;
 pub use raw_kernel::{Dim3, RawKernel, RawModule};
 pub use reduction_kernel::{array_reduction_kernels, ReductionKernel};
 pub use scalar::Scalar;

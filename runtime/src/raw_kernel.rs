@@ -13,11 +13,13 @@ use kusari_kernels::raw::{
 use kusari_kernels::ScalarType;
 
 use crate::config::default_device;
-use crate::cuda::{launch_raw, RawArg, RawLoads};
+use crate::cuda::RawLoads;
+use crate::elementwise_kernel::KernelArg;
 use crate::error::{Error, Result};
-use crate::kernel::KernelArg;
+use crate::launch_plan::RawArg;
+use crate::layout::Layout;
 use crate::storage::Storage;
-use crate::{Array, DType, Device, Scalar};
+use crate::{Array, DType, Scalar};
 
 /// A grid's or a block's dimensions (x, y, z), from one to three numbers: `256`, `(16, 16)`,
 /// `[8, 8, 4]`. Missing dimensions are 1.
@@ -387,52 +389,26 @@ impl RawKernel {
         let (Dim3(grid), Dim3(block)) = (grid.into(), block.into());
         check_launch(grid, block, shared_mem).map_err(|msg| self.arg_error(msg))?;
         let packed = self.pack(args)?;
-        let mut ordinal = None;
-        let mut raw_args = Vec::with_capacity(packed.len());
-        for (i, p) in packed.iter().enumerate() {
-            raw_args.push(match *p {
-                Packed::Array(a) => match a.storage() {
-                    Storage::Cuda(s) => {
-                        ordinal.get_or_insert(s.ordinal());
-                        RawArg::Array((s, a.layout()))
-                    }
-                    Storage::Cpu(_) => {
-                        return Err(self.arg_error(format!(
-                            "argument {i} is an array on the host ({} {}); a raw kernel takes \
-                             arrays on a CUDA device (move it with `to_device`)",
-                            a.dtype(),
-                            show_shape(a.shape())
-                        )))
-                    }
-                },
+        let raw_args: Vec<RawArg<(&Storage, &Layout)>> = packed
+            .iter()
+            .map(|p| match *p {
+                Packed::Array(a) => RawArg::Array((a.storage(), a.layout())),
                 Packed::Value(bits, width) => RawArg::Value(bits, width),
-            });
-        }
-        let ordinal = match ordinal {
-            Some(o) => o,
-            None => match default_device() {
-                Device::Cuda(o) => o,
-                Device::Cpu => {
-                    return Err(self.arg_error(
-                        "no array argument says which CUDA device to run on, and the default \
-                         device is the host (set one with `using_device`)"
-                            .to_string(),
-                    ))
-                }
-            },
-        };
+            })
+            .collect();
         // `check_launch` kept `shared_mem` within 48 KiB.
         let dims = (grid, block, shared_mem as u32);
         // SAFETY: the arguments were checked against the declared parameters where they could
         // be read (count, pointer or value, widths); what the kernel reaches through the
         // pointers is its own business, as documented.
         unsafe {
-            launch_raw(
-                ordinal,
+            Storage::launch_raw(
+                self.name(),
                 &self.inner.source,
                 &self.inner.loads,
                 dims,
                 &raw_args,
+                default_device(),
             )
         }
     }

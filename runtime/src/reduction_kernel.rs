@@ -295,7 +295,7 @@ impl ReductionKernel {
 /// sum), each with the dtypes it runs in there (half types are reduced in float32), so that a
 /// test can compile every one with NVRTC.
 pub fn array_reduction_kernels() -> Vec<(ReductionKernel, &'static [DType])> {
-    crate::cuda::builtin_reductions()
+    crate::builtin_kernels::reductions::builtin_reductions()
         .into_iter()
         .map(|(k, dtypes)| (ReductionKernel::from(k), dtypes))
         .collect()

@@ -10,9 +10,10 @@ use std::borrow::Cow;
 use kusari_kernels::ElementwiseDef;
 
 use crate::cpu::{CpuRef, CpuStorage};
-use crate::cuda::{CudaRef, CudaStorage, LaunchArgs, Operand};
+use crate::cuda::{CudaRef, CudaStorage};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
+use crate::launch_plan::{source_for, LaunchArgs, Operand, RawArg};
 use crate::layout::{checked_size, Layout};
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
@@ -362,7 +363,7 @@ impl Storage {
             }
             host => {
                 let described = args.map_arrays(|(s, l)| (s.dtype(), l));
-                crate::cuda::source_for(kernel, &described)?;
+                source_for(kernel, &described)?;
                 Err(Error::CudaUnavailable {
                     op: label(),
                     reason: match host {
@@ -425,5 +426,58 @@ impl Storage {
                 actual: 0,
             }),
         }
+    }
+
+    /// Launches the raw kernel `name` (the function `src.entry` of the module `src`) with
+    /// `args` on the CUDA device its arrays are on, or on `fallback` where no argument is an
+    /// array. A host array is refused, naming the argument; so is a launch with no array whose
+    /// fallback is the host.
+    ///
+    /// # Safety
+    /// `args` match the kernel's parameter list in count, order and widths, and every array is
+    /// large enough for what the kernel reaches through it.
+    pub(crate) unsafe fn launch_raw(
+        name: &str,
+        src: &kusari_kernels::codegen::KernelSource,
+        loads: &crate::cuda::RawLoads,
+        dims: crate::cuda::RawDims,
+        args: &[RawArg<(&Self, &Layout)>],
+        fallback: Device,
+    ) -> Result<()> {
+        let refused = |msg: String| Error::KernelArguments {
+            kernel: name.to_string(),
+            msg,
+        };
+        let mut ordinal = None;
+        let mut cuda = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            cuda.push(match *a {
+                RawArg::Array((Storage::Cuda(s), l)) => {
+                    ordinal.get_or_insert(s.ordinal());
+                    RawArg::Array((s, l))
+                }
+                RawArg::Array((host @ Storage::Cpu(_), l)) => {
+                    return Err(refused(format!(
+                        "argument {i} is an array on the host ({} {:?}); a raw kernel takes \
+                         arrays on a CUDA device (move it with `to_device`)",
+                        host.dtype(),
+                        l.shape()
+                    )))
+                }
+                RawArg::Value(bits, width) => RawArg::Value(bits, width),
+            });
+        }
+        let ordinal = match (ordinal, fallback) {
+            (Some(o), _) | (None, Device::Cuda(o)) => o,
+            (None, Device::Cpu) => {
+                return Err(refused(
+                    "no array argument says which CUDA device to run on, and the default \
+                     device is the host (set one with `using_device`)"
+                        .to_string(),
+                ))
+            }
+        };
+        // SAFETY: forwarded contract.
+        unsafe { crate::cuda::launch_raw(ordinal, src, loads, dims, &cuda) }
     }
 }

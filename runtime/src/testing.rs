@@ -421,11 +421,11 @@ macro_rules! op_tests {
 
 /// The environment variable that turns every "SKIPPED: no GPU" into a failure: CI sets it where
 /// the emulated CUDA device (or a GPU) must run every CUDA test.
-pub const REQUIRE_GPU_VAR: &str = "KUSARI_REQUIRE_GPU";
+pub const REQUIRE_GPU_VAR: &str = crate::env::REQUIRE_GPU;
 
 /// Whether `KUSARI_REQUIRE_GPU` is set (to anything but empty or `0`).
 pub fn gpu_required() -> bool {
-    std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| !v.trim().is_empty() && v.trim() != "0")
+    crate::env::require_gpu()
 }
 
 /// `cuda:0` when a CUDA device (a GPU or the emulated device) can be used; otherwise why not:

@@ -178,3 +178,13 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, O: Element>(
 fn out_len(shape: &[usize]) -> usize {
     shape.iter().product()
 }
+
+impl<'a, T: Element> CpuRef<'a, T> {
+    /// The elements in C order, borrowed when contiguous, copied otherwise.
+    pub(crate) fn to_cow(self, op: &'static str) -> Result<std::borrow::Cow<'a, [T]>> {
+        Ok(match self.contiguous() {
+            Some(s) => std::borrow::Cow::Borrowed(s),
+            None => std::borrow::Cow::Owned(map1(op, self, |x| x)?),
+        })
+    }
+}

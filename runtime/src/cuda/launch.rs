@@ -20,9 +20,9 @@ use kusari_kernels::{ElementwiseDef, ElementwiseSignature, KernelStats, ScalarTy
 
 use super::device::{device, CudaDevice};
 use super::driver::{Backend, BinaryTarget, Function, Module};
-use super::kernels::{plan, LaunchArgs, Operand};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
+use crate::launch_plan::{aliasing_of, plan, LaunchArgs, Operand};
 use crate::layout::Layout;
 use crate::scalar::Scalar;
 use crate::{DType, Device};
@@ -497,7 +497,7 @@ pub(crate) fn launch_on(
         types: planned.types.clone(),
         indexing: planned.indexing,
         width: planned.width,
-        aliasing: super::kernels::aliasing_of(args),
+        aliasing: aliasing_of(args),
         ordinal,
     };
     let cached = parsed

@@ -25,32 +25,24 @@
 
 mod device;
 mod driver;
-mod emulator;
-mod kernels;
 mod launch;
 mod memory;
 mod ops;
 mod raw;
 mod reduction_launch;
-mod reductions;
 
 pub use crate::device::DeviceProperties;
 pub use device::{
     device_count, device_properties, is_available, properties, synchronize, unavailable_reason,
 };
-pub use driver::{emulate, is_emulated};
-pub use emulator::emulated_bytes_in_use;
+pub use driver::{emulate, emulated_bytes_in_use, is_emulated};
 pub use kusari_kernels::KernelStats;
 pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;
-pub(crate) use kernels::{
-    builtin_kernels, source_for, LaunchArgs, Operand, MOMENTUM_SGD_UPDATE, SGD_UPDATE,
-};
 pub(crate) use launch::CudaRef;
 pub(crate) use memory::CudaStorage;
-pub(crate) use raw::{launch_raw, RawArg, RawLoads};
+pub(crate) use raw::{launch_raw, RawDims, RawLoads};
 pub(crate) use reduction_launch::launch_reduction_on;
-pub(crate) use reductions::builtin_reductions;
 
 pub use crate::device::host_fallback_count;

@@ -9,18 +9,19 @@ use kusari_kernels::{ElementwiseDef, ReductionDef};
 
 use super::device::{device, CudaDevice};
 use super::driver::{Gemm, GemmType};
-use super::kernels::{
-    binary_kernel, cast_kernel, compare_kernel, fill_kernel, float_binary_kernel,
-    float_unary_kernel, scalar_kernel, unary_kernel, LaunchArgs, COPY, GREATER_SCALAR, MATMUL,
-    MUL_ADD, POW_SCALAR, WHERE,
-};
 use super::launch::{launch_builtin, launch_on, CudaRef};
 use super::memory::CudaStorage;
 use super::reduction_launch::launch_reduction_on;
-use super::reductions::{MAX, MIN, SUM, SUM_INT32, SUM_INT64};
+use crate::builtin_kernels::reductions::{MAX, MIN, SUM, SUM_INT32, SUM_INT64};
+use crate::builtin_kernels::{
+    binary_kernel, cast_kernel, compare_kernel, fill_kernel, float_binary_kernel,
+    float_unary_kernel, scalar_kernel, unary_kernel, COPY, GREATER_SCALAR, MATMUL, MUL_ADD,
+    POW_SCALAR, WHERE,
+};
 use crate::cpu::CpuStorage;
 use crate::dtype::{with_dtype, Element};
 use crate::error::{Error, Result};
+use crate::launch_plan::LaunchArgs;
 use crate::layout::Layout;
 use crate::op::{
     require_float, require_numeric, unsupported, BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp,

@@ -13,20 +13,13 @@ use super::device::device;
 use super::launch::{launch_source, KernelArgs, Loaded};
 use super::CudaRef;
 use crate::error::{Error, Result};
+use crate::launch_plan::RawArg;
 use crate::Device;
 
 /// A raw kernel's function, loaded once per device.
 #[derive(Default)]
 pub(crate) struct RawLoads {
     loaded: Mutex<HashMap<usize, Arc<Loaded>>>,
-}
-
-/// One argument of a raw launch, in the kernel's parameter order.
-pub(crate) enum RawArg<'a> {
-    /// A CUDA array: the device pointer of its first element.
-    Array(CudaRef<'a>),
-    /// A value of `.1` bytes in the low bytes of `.0`.
-    Value(u64, usize),
 }
 
 /// The launch's configuration: grid, block and dynamic shared memory bytes (checked against
@@ -45,7 +38,7 @@ pub(crate) unsafe fn launch_raw(
     src: &KernelSource,
     loads: &RawLoads,
     (grid, block, shared_bytes): RawDims,
-    args: &[RawArg<'_>],
+    args: &[RawArg<CudaRef<'_>>],
 ) -> Result<()> {
     let name = &src.entry;
     let op = format!("raw kernel {name}");

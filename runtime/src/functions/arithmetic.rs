@@ -1,6 +1,7 @@
-//! Arithmetic: `+ - * /`, negation, powers, maximum, `where`, and their scalar forms.
+//! Arithmetic: `+ - * /`, negation, constant powers, maximum, `where`, and their scalar forms
+//! (`a ** b` of two variables, whose gradient needs `log`, is in `math.rs`).
 
-use super::sum_to;
+use super::{needed, sum_to};
 use crate::error::Result;
 use crate::{function_node, Array, InputMeta, Variable};
 
@@ -105,19 +106,6 @@ impl Neg {
 
     fn backward(&self, gy: &Variable) -> Result<Variable> {
         neg(gy)
-    }
-}
-
-/// The gradient for input `i` if it is needed (`target_input_indexes`), else `None`.
-fn needed(
-    needs: &[usize],
-    i: usize,
-    grad: impl FnOnce() -> Result<Variable>,
-) -> Result<Option<Variable>> {
-    if needs.contains(&i) {
-        grad().map(Some)
-    } else {
-        Ok(None)
     }
 }
 
@@ -233,36 +221,6 @@ pub fn sub_scalar(x: &Variable, c: f64) -> Result<Variable> {
 /// `x / c`.
 pub fn div_scalar(x: &Variable, c: f64) -> Result<Variable> {
     mul_scalar(x, 1.0 / c)
-}
-
-/// `a ** b` elementwise, broadcasting (floating point).
-pub struct Pow;
-
-#[function_node(crate = "crate")]
-impl Pow {
-    #[retain(a, b, output = 0)]
-    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
-        a.pow(b)
-    }
-
-    fn backward(
-        &self,
-        a: &Variable,
-        b: &Variable,
-        y: &Variable,
-        gy: &Variable,
-        needs: &[usize],
-    ) -> Result<(Option<Variable>, Option<Variable>)> {
-        // d(a^b)/da = b a^(b-1) = b y / a;  d(a^b)/db = y ln a
-        Ok((
-            needed(needs, 0, || {
-                sum_to(&mul(gy, &div(&mul(b, y)?, a)?)?, a.shape())
-            })?,
-            needed(needs, 1, || {
-                sum_to(&mul(gy, &mul(y, &super::log(a)?)?)?, b.shape())
-            })?,
-        ))
-    }
 }
 
 /// `max(a, b)` elementwise, broadcasting.

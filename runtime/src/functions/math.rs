@@ -1,10 +1,10 @@
-//! Elementwise math: exp, log, sqrt, tanh, sigmoid, relu — each declared with `#[function_node]`,
+//! Elementwise math: exp, log, sqrt, tanh, sigmoid, relu and `a ** b` — each declared with `#[function_node]`,
 //! its forward the array operation of the same name (on every device).
 
 use crate::error::Result;
 use crate::{function_node, Array, Variable};
 
-use super::{div, mul, mul_scalar, rsub_scalar};
+use super::{div, mul, mul_scalar, needed, rsub_scalar, sum_to};
 
 /// `e ** x`.
 pub struct Exp;
@@ -94,5 +94,35 @@ impl Relu {
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
         let mask = Variable::constant(y.array().gt_scalar(0.0)?.astype(y.dtype())?);
         mul(gy, &mask)
+    }
+}
+
+/// `a ** b` elementwise, broadcasting (floating point).
+pub struct Pow;
+
+#[function_node(crate = "crate")]
+impl Pow {
+    #[retain(a, b, output = 0)]
+    fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
+        a.pow(b)
+    }
+
+    fn backward(
+        &self,
+        a: &Variable,
+        b: &Variable,
+        y: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        // d(a^b)/da = b a^(b-1) = b y / a;  d(a^b)/db = y ln a
+        Ok((
+            needed(needs, 0, || {
+                sum_to(&mul(gy, &div(&mul(b, y)?, a)?)?, a.shape())
+            })?,
+            needed(needs, 1, || {
+                sum_to(&mul(gy, &mul(y, &log(a)?)?)?, b.shape())
+            })?,
+        ))
     }
 }

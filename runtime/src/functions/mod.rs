@@ -9,6 +9,7 @@
 //! declares a kernel of its own. Broadcasting binary functions sum their gradients back to
 //! each input's shape, which they retain as `meta(..)` (shape and dtype, no data).
 
+mod apply;
 mod arithmetic;
 mod array_ops;
 mod dropout;
@@ -18,34 +19,20 @@ mod math;
 mod operators;
 mod reduction;
 
+pub(crate) use apply::{apply1, needed, only};
 pub use arithmetic::{
-    add, add_scalar, div, div_scalar, maximum, mul, mul_scalar, neg, pow, pow_scalar, rdiv_scalar,
+    add, add_scalar, div, div_scalar, maximum, mul, mul_scalar, neg, pow_scalar, rdiv_scalar,
     rsub_scalar, sub, sub_scalar, where_,
 };
 pub use arithmetic::{
-    Add, AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, Pow, PowConstant, Sub,
+    Add, AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, PowConstant, Sub,
     SubFromConstant,
 };
 pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
 pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
-pub use math::{exp, log, relu, sigmoid, sqrt, tanh, Exp, Log, Relu, Sigmoid, Sqrt, Tanh};
+pub use math::{
+    exp, log, pow, relu, sigmoid, sqrt, tanh, Exp, Log, Pow, Relu, Sigmoid, Sqrt, Tanh,
+};
 pub use reduction::{max, max_axes, mean, mean_axes, min, min_axes, sum, sum_axes};
-
-use crate::error::Result;
-use crate::graph::{apply, FunctionNode};
-use crate::Variable;
-
-/// Applies a single-output function and returns its output.
-pub(crate) fn apply1(f: impl FunctionNode, inputs: &[&Variable]) -> Result<Variable> {
-    Ok(apply(f, inputs)?.swap_remove(0))
-}
-
-/// The gradient of the only output of a single-output function (backward only runs when at
-/// least one output gradient is present).
-pub(crate) fn only(gys: &[Option<Variable>]) -> &Variable {
-    gys[0]
-        .as_ref()
-        .expect("backward runs only with a gradient present")
-}

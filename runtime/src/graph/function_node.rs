@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use ndarray::Dimension;
 
-use super::fallback::forward_on_host;
+use super::host_fallback::forward_on_host;
 use super::node::{FuncNode, InputSlot, OutputSlot, RecordedFunction, VarNode, Variable};
 use crate::config;
 use crate::error::{Error, Result};

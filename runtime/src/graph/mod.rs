@@ -12,7 +12,7 @@
 //! - `backward`: the backward pass, [`Variable::backward`] and [`grad`].
 
 mod backward;
-mod fallback;
+mod host_fallback;
 mod function;
 mod function_node;
 mod grad_math;

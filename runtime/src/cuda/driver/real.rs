@@ -19,7 +19,7 @@ use cudarc::driver::result as drv;
 use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
-use super::{DevicePtr, DriverResult, Gemm, GemmType};
+use super::types::{DevicePtr, DriverResult, Gemm, GemmType};
 use crate::device::DeviceProperties;
 use crate::error::{Error, Result};
 

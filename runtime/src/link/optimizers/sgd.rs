@@ -2,7 +2,7 @@
 
 use super::gradient_method::{GradientMethod, UpdateRule};
 use super::{Hook, Optimizer};
-use crate::cuda::{MOMENTUM_SGD_UPDATE, SGD_UPDATE};
+use crate::builtin_kernels::{MOMENTUM_SGD_UPDATE, SGD_UPDATE};
 use crate::error::Result;
 use crate::link::Link;
 use crate::{Array, DType, Device, ElementwiseKernel};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::memory;
-use crate::cuda::driver::DriverResult;
+use crate::cuda::driver::types::DriverResult;
 
 /// The launch description the shim reads (`kusari_emu::Launch` in `shim.hpp`).
 #[repr(C)]

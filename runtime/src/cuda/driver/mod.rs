@@ -5,7 +5,7 @@
 //! driver is behind it:
 //!
 //! - [`Driver::Real`]: the CUDA driver and cuBLAS, through cudarc ([`real`]).
-//! - [`Driver::Emulated`]: kusari's emulated CUDA device ([`super::emulator`]), which runs the
+//! - [`Driver::Emulated`]: kusari's emulated CUDA device ([`emulated`]), which runs the
 //!   very kernels and launch code a GPU would, on the host. Chosen with `KUSARI_CUDA_EMULATE=1`
 //!   (`=N` for N devices) or [`emulate`] before the first CUDA call.
 //!
@@ -21,18 +21,17 @@ use kusari_kernels::cache::CacheKey;
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::compile::{compile_binary_cached, global_cache, target_for, Target};
 
-use super::emulator;
 use crate::device::DeviceProperties;
+use crate::env::CUDA_EMULATE as EMULATE_VAR;
 use crate::error::{Error, Result};
-use crate::DType;
 
+mod emulated;
 pub(crate) mod real;
+mod types;
 
-/// A device address (a host address on the emulated device).
-pub(crate) type DevicePtr = u64;
+pub use emulated::emulated_bytes_in_use;
+pub(crate) use types::{DevicePtr, DriverResult, Gemm, GemmType};
 
-/// The environment variable that selects the emulated device.
-pub(crate) const EMULATE_VAR: &str = "KUSARI_CUDA_EMULATE";
 
 /// Most emulated devices one process may ask for.
 const MAX_EMULATED_DEVICES: usize = 64;
@@ -50,7 +49,7 @@ pub(crate) enum Driver {
 static CHOSEN: OnceLock<Driver> = OnceLock::new();
 
 fn from_env() -> Driver {
-    match std::env::var(EMULATE_VAR) {
+    match crate::env::cuda_emulate() {
         Err(std::env::VarError::NotPresent) => Driver::Real,
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(0) => Driver::Real,
@@ -120,7 +119,7 @@ impl Driver {
     pub(crate) fn count(&self) -> std::result::Result<usize, String> {
         match self {
             Driver::Real => real::count(),
-            Driver::Emulated(n) => emulator::available().map(|()| *n),
+            Driver::Emulated(n) => emulated::available().map(|()| *n),
             Driver::Misconfigured(why) => Err(why.clone()),
         }
     }
@@ -133,7 +132,7 @@ impl Driver {
                 Ok((Backend::Real(d), info))
             }
             Driver::Emulated(_) => {
-                let (d, info) = emulator::EmuDevice::open(ordinal);
+                let (d, info) = emulated::EmuDevice::open(ordinal);
                 tracing::info!(
                     target: "kusari::cuda",
                     ordinal,
@@ -152,20 +151,20 @@ impl Driver {
 /// A device as its driver sees it.
 pub(crate) enum Backend {
     Real(real::RealDevice),
-    Emulated(emulator::EmuDevice),
+    Emulated(emulated::EmuDevice),
 }
 
 /// A loaded module: keeps its functions alive.
 #[derive(Clone)]
 pub(crate) enum Module {
     Real(Arc<cudarc::driver::CudaModule>),
-    Emulated(Arc<emulator::Library>),
+    Emulated(Arc<emulated::Library>),
 }
 
 /// A kernel function in a loaded module.
 pub(crate) enum Function {
     Real(cudarc::driver::CudaFunction),
-    Emulated(emulator::Kernel),
+    Emulated(emulated::Kernel),
 }
 
 /// What a device's kernels are compiled into.
@@ -185,52 +184,6 @@ impl std::fmt::Display for BinaryTarget {
         }
     }
 }
-
-/// The element type of a GEMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GemmType {
-    F32,
-    F64,
-}
-
-impl GemmType {
-    pub(crate) fn of(dtype: DType) -> Option<GemmType> {
-        match dtype {
-            DType::F32 => Some(GemmType::F32),
-            DType::F64 => Some(GemmType::F64),
-            _ => None,
-        }
-    }
-}
-
-/// cuBLAS's `{s,d}gemmStridedBatched`, column-major:
-/// `C[p] = alpha op(A[p]) op(B[p]) + beta C[p]` for `p < batch`, where `op(A)` is `m × k`,
-/// `op(B)` is `k × n`, matrix `p` of X starts `p * stride_x` elements after `x`, and element
-/// `(i, j)` of a matrix with leading dimension `ld` is at `i + j * ld`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Gemm {
-    pub(crate) dtype: GemmType,
-    pub(crate) trans_a: bool,
-    pub(crate) trans_b: bool,
-    pub(crate) m: i32,
-    pub(crate) n: i32,
-    pub(crate) k: i32,
-    pub(crate) alpha: f64,
-    pub(crate) a: DevicePtr,
-    pub(crate) lda: i32,
-    pub(crate) stride_a: i64,
-    pub(crate) b: DevicePtr,
-    pub(crate) ldb: i32,
-    pub(crate) stride_b: i64,
-    pub(crate) beta: f64,
-    pub(crate) c: DevicePtr,
-    pub(crate) ldc: i32,
-    pub(crate) stride_c: i64,
-    pub(crate) batch: i32,
-}
-
-/// A driver call's failure: the driver's message.
-pub(crate) type DriverResult<T> = std::result::Result<T, String>;
 
 impl Backend {
     /// `bytes` uninitialised bytes (a zero-size request allocates nothing and gives 0).
@@ -364,7 +317,7 @@ impl Backend {
             BinaryTarget::Nvrtc(t) => compile_binary_cached(src, &t, global_cache())
                 .map(|(used, b)| (BinaryTarget::Nvrtc(used), b)),
             BinaryTarget::Host => {
-                emulator::compile_cached(src, global_cache()).map(|b| (BinaryTarget::Host, b))
+                emulated::compile_cached(src, global_cache()).map(|b| (BinaryTarget::Host, b))
             }
         }
     }
@@ -373,7 +326,7 @@ impl Backend {
     pub(crate) fn load_module(&self, image: &[u8]) -> DriverResult<Module> {
         match self {
             Backend::Real(d) => d.load_module(image).map(Module::Real),
-            Backend::Emulated(_) => emulator::Library::load(image).map(Module::Emulated),
+            Backend::Emulated(_) => emulated::Library::load(image).map(Module::Emulated),
         }
     }
 

@@ -25,7 +25,7 @@ mod tests;
 
 use std::ffi::c_void;
 
-use super::driver::{DevicePtr, DriverResult, Gemm};
+use crate::cuda::driver::types::{DevicePtr, DriverResult, Gemm};
 use crate::device::DeviceProperties;
 
 pub(crate) use compile::compile_cached;

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::cuda::driver::{DevicePtr, DriverResult};
+use crate::cuda::driver::types::{DevicePtr, DriverResult};
 
 /// The byte fresh allocations are filled with.
 pub(crate) const POISON: u8 = 0xff;

@@ -4,7 +4,7 @@
 //! so that kusari's row-major mapping onto cuBLAS is what gets tested.
 
 use super::memory;
-use crate::cuda::driver::{DriverResult, Gemm, GemmType};
+use crate::cuda::driver::types::{DriverResult, Gemm, GemmType};
 
 /// cuBLAS's argument checks (`CUBLAS_STATUS_INVALID_VALUE`).
 fn check(g: &Gemm) -> DriverResult<()> {
@@ -140,7 +140,7 @@ pub(crate) fn gemm(ordinal: usize, g: &Gemm) -> DriverResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::driver::DevicePtr;
+    use crate::cuda::driver::types::DevicePtr;
 
     fn upload(v: &[f64]) -> DevicePtr {
         let p = memory::alloc(0, v.len() * 8).unwrap();

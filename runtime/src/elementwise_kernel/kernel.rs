@@ -1,18 +1,11 @@
-//! [`ElementwiseKernel`]: a CUDA elementwise kernel as `#[function_node]`'s `#[forward_gpu(..)]`
-//! declares it (CuPy's `ElementwiseKernel`), run over arrays. Its definition, its checks and the
-//! binding of its type placeholders are the kernel layer's ([`kusari_kernels::ElementwiseDef`]);
-//! the launch is the storage layer's. [`KernelCall`] (`kernel/call.rs`) is one launch with
-//! everything CuPy's kernel call takes.
+//! [`ElementwiseKernel`] as written: its definition, its options and its checks (the
+//! definition, the checks and the binding of its type placeholders are the kernel layer's,
+//! [`kusari_kernels::ElementwiseDef`]); and [`array_kernels`], the built-in kernels.
 
-mod call;
-
-pub use call::{KernelArg, KernelCall};
-
-use kusari_kernels::codegen::KernelSource;
-use kusari_kernels::{ElementwiseDef, ElementwiseSignature, ParamType, ScalarType};
+use kusari_kernels::{ElementwiseDef, ElementwiseSignature, ScalarType};
 
 use crate::error::Result;
-use crate::{Array, DType, Scalar};
+use crate::{Array, DType};
 
 /// A CUDA elementwise kernel: a name, the input, output and scalar-parameter signatures, and the
 /// loop body (see [`kusari_kernels::signature`] for the grammar).
@@ -150,26 +143,6 @@ impl ElementwiseKernel {
         self.reduce_dims
     }
 
-    /// A launch of this kernel to build argument by argument: arrays or scalars for its inputs,
-    /// typed parameters, outputs to write in place, the loop's size, the device (see
-    /// [`KernelCall`] for the rules).
-    ///
-    /// ```no_run
-    /// use kusari::{Array, Device, DType, ElementwiseKernel};
-    /// static SGD: ElementwiseKernel =
-    ///     ElementwiseKernel::new("sgd", "T w, T g", "T out", "T lr", "out = w - lr * g;")
-    ///         .with_no_return();
-    /// # fn main() -> kusari::Result<()> {
-    /// let w = Array::ones(&[3], DType::F32)?.to_device(Device::Cuda(0))?;
-    /// let g = Array::ones(&[3], DType::F32)?.to_device(Device::Cuda(0))?;
-    /// SGD.call().args(&[&w, &g]).param(0.1).out(&w).run()?; // w -= 0.1 * g, in place
-    /// assert_eq!(w.to_vec::<f32>()?, vec![0.9; 3]);
-    /// # Ok(()) }
-    /// ```
-    pub fn call(&self) -> KernelCall<'_> {
-        KernelCall::new(self)
-    }
-
     /// A kernel from its parts, checked as [`signature`](Self::signature) checks it: the name,
     /// the signature (including every parameter name) and the body. [`new`](Self::new) is the
     /// `const` form, which checks nothing until the kernel is first used.
@@ -216,115 +189,6 @@ impl ElementwiseKernel {
             .map(|(c, t)| (c, DType::from(t)))
             .collect())
     }
-
-    /// The CUDA source a launch over `inputs` compiles: placeholders bound from the inputs'
-    /// dtypes, the contiguous variant when every non-`raw` input is C-contiguous in the loop's
-    /// (broadcast) shape and the strided one otherwise, and 64-bit indexing from 2^31 elements.
-    /// The scalar parameters are not needed here. A kernel whose array inputs are all `raw`
-    /// needs its loop's size: [`source_for_sized`](Self::source_for_sized); any other launch's
-    /// source is [`KernelCall::source`].
-    pub fn source_for(&self, inputs: &[&Array]) -> Result<KernelSource> {
-        self.source_of(inputs, None)
-    }
-
-    /// The CUDA source [`launch_sized`](Self::launch_sized) compiles.
-    pub fn source_for_sized(&self, inputs: &[&Array], size: usize) -> Result<KernelSource> {
-        self.source_of(inputs, Some(size))
-    }
-
-    fn source_of(&self, inputs: &[&Array], size: Option<usize>) -> Result<KernelSource> {
-        // The parameters' values do not change the source: zeros of their declared types.
-        let sig = self.signature()?;
-        let types = self.def.bind(
-            &sig,
-            &inputs
-                .iter()
-                .map(|a| (ScalarType::from(a.dtype()), a.shape()))
-                .collect::<Vec<_>>(),
-        )?;
-        let params: Vec<Scalar> = sig
-            .params
-            .iter()
-            .map(|p| match p.ty {
-                ParamType::Concrete(t) => DType::from(t),
-                ParamType::Placeholder(c) => types
-                    .iter()
-                    .find(|(q, _)| *q == c)
-                    .map_or(DType::F64, |(_, t)| DType::from(*t)),
-            })
-            .map(|d| {
-                Scalar::from(false)
-                    .to_dtype(d)
-                    .unwrap_or(Scalar::Bool(false))
-            })
-            .collect();
-        let mut call = self.call().args(inputs).params(&params);
-        if let Some(size) = size {
-            call = call.size(size);
-        }
-        call.source()
-    }
-
-    /// Runs the kernel over CUDA `inputs` (broadcast together; views of any strides are read in
-    /// place) with the scalar `params`, returning the outputs as new C-contiguous arrays of the
-    /// broadcast shape on the inputs' device. Each parameter keeps its type on the way: it is
-    /// converted to the parameter's declared type by [`Scalar::to_dtype`], and one that does not
-    /// fit is an [`Error::KernelArguments`](crate::Error::KernelArguments) naming the kernel,
-    /// the parameter, its type and the value. Plain numbers convert: `&[2.0.into()]`,
-    /// `&[Scalar::from(1i64 << 60)]`.
-    ///
-    /// For scalars as inputs, outputs written in place, an explicit device and the rest of
-    /// CuPy's call, build the launch with [`call`](Self::call).
-    ///
-    /// The first launch of a variant (dtypes, contiguous or strided, 32- or 64-bit indexing)
-    /// compiles it with NVRTC for the device's architecture through the on-disk cache and loads
-    /// it on the device; later launches reuse the loaded function. CUDA and host inputs mixed
-    /// are [`Error::DeviceMismatch`](crate::Error::DeviceMismatch); host inputs only, no CUDA
-    /// driver, or a build without the `cuda` feature are
-    /// [`Error::CudaUnavailable`](crate::Error::CudaUnavailable).
-    ///
-    /// The loop runs over the non-`raw` inputs; a kernel whose array inputs are all `raw` has
-    /// no such shape, and launching it here is an
-    /// [`Error::KernelArguments`](crate::Error::KernelArguments) that says to give its size
-    /// with [`launch_sized`](Self::launch_sized).
-    ///
-    /// ```
-    /// use kusari::{Array, DType, ElementwiseKernel, Scalar};
-    /// static SHIFT: ElementwiseKernel =
-    ///     ElementwiseKernel::new("shift", "int64 x", "int64 y", "int64 d", "y = x + d;");
-    /// let x = Array::zeros(&[2], DType::I64).unwrap();
-    /// let e = SHIFT.launch(&[&x], &[2.5.into()]).unwrap_err();
-    /// assert!(e.to_string().contains("parameter `d` is 2.5 (float64), which does not fit its type int64"), "{e}");
-    /// // An i64 keeps every bit (with a GPU, this runs): SHIFT.launch(&[&x], &[Scalar::from(1i64 << 60)])
-    /// ```
-    pub fn launch(&self, inputs: &[&Array], params: &[Scalar]) -> Result<Vec<Array>> {
-        self.call().args(inputs).params(params).run()
-    }
-
-    /// Runs a kernel whose array inputs are all `raw` over `size` elements (CuPy's `size=`):
-    /// `i` runs over `0..size`, `n` is `size`, and the non-`raw` outputs are new arrays of
-    /// shape `[size]`. A non-`raw` input is an
-    /// [`Error::KernelArguments`](crate::Error::KernelArguments) naming it (its shape sets the
-    /// loop's; use [`launch`](Self::launch)). A kernel with no array input at all runs on
-    /// [`default_device`](crate::default_device) (or the device given to
-    /// [`KernelCall::device`]). Otherwise as [`launch`](Self::launch).
-    ///
-    /// ```
-    /// use kusari::{Array, DType, ElementwiseKernel};
-    /// static REVERSE: ElementwiseKernel =
-    ///     ElementwiseKernel::new("reverse", "raw T a", "T y", "", "y = a[n - 1 - i];");
-    /// let a = Array::zeros(&[4], DType::F32).unwrap();
-    /// let e = REVERSE.launch(&[&a], &[]).unwrap_err();
-    /// assert!(e.to_string().contains("every array input is raw"), "{e}");
-    /// ```
-    pub fn launch_sized(
-        &self,
-        inputs: &[&Array],
-        params: &[Scalar],
-        size: usize,
-    ) -> Result<Vec<Array>> {
-        self.call().args(inputs).params(params).size(size).run()
-    }
 }
 
 /// Every elementwise kernel kusari's own array operations launch on CUDA, each with the dtypes
@@ -332,7 +196,7 @@ impl ElementwiseKernel {
 /// compile every one with NVRTC. The built-in functions run these (they declare no kernels of
 /// their own); a `#[function_node]` op lists its `#[forward_gpu(..)]` kernel in `Op::KERNELS`.
 pub fn array_kernels() -> Vec<(ElementwiseKernel, &'static [DType])> {
-    crate::cuda::builtin_kernels()
+    crate::builtin_kernels::builtin_kernels()
         .into_iter()
         .map(|(k, dtypes)| (ElementwiseKernel::from(k), dtypes))
         .collect()

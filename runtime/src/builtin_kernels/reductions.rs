@@ -1,7 +1,6 @@
 //! The built-in reductions (`sum`, `max`, `min`; `mean` divides a sum) as reduction kernels
 //! (CuPy's `ReductionKernel`): the array operations reduce through the same planning, code and
-//! launch as a user's `ReductionKernel`. Pure definitions: the build without the `cuda` feature
-//! includes this file too, so that `kusari::array_reduction_kernels` is the same in every build.
+//! launch as a user's `ReductionKernel`. Pure definitions, the same in every build.
 
 use kusari_kernels::ReductionDef;
 

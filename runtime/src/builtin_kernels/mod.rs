@@ -1,0 +1,251 @@
+//! The built-in CUDA kernels of the array operations: one elementwise kernel per op of
+//! [`crate::op`] (its body from the op's description), and the copy, matrix-product, fill and
+//! cast kernels; and the built-in reductions ([`reductions`]). Pure definitions, the same in
+//! every build (the one without the `cuda` feature lists them too, through
+//! `kusari::array_kernels` and `kusari::array_reduction_kernels`).
+
+pub(crate) mod reductions;
+
+use std::sync::OnceLock;
+
+use kusari_kernels::ElementwiseDef;
+
+use crate::dtype::DType;
+use crate::op::{
+    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, FloatBinaryOp, FloatUnaryOp, Greater, GreaterEqual,
+    Less, LessEqual, Log, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Sigmoid, Sqrt, Sub, Tanh,
+    UnaryOp, MUL_ADD_CUDA, POW_SCALAR_CUDA, WHERE_CUDA,
+};
+
+pub(crate) fn binary_kernel<O: BinaryOp>() -> ElementwiseDef {
+    ElementwiseDef::new(O::NAME, "T a, T b", "T out", "", O::CUDA)
+}
+
+/// The same body with the scalar parameter as `b` (or as `a` when it comes first).
+pub(crate) fn scalar_kernel<O: BinaryOp>(scalar_first: bool) -> ElementwiseDef {
+    if scalar_first {
+        ElementwiseDef::new(O::NAME, "T b", "T out", "T a", O::CUDA)
+    } else {
+        ElementwiseDef::new(O::NAME, "T a", "T out", "T b", O::CUDA)
+    }
+}
+
+pub(crate) fn float_binary_kernel<O: FloatBinaryOp>() -> ElementwiseDef {
+    ElementwiseDef::new(O::NAME, "T a, T b", "T out", "", O::CUDA)
+}
+
+pub(crate) fn unary_kernel<O: UnaryOp>() -> ElementwiseDef {
+    ElementwiseDef::new(O::NAME, "T a", "T out", "", O::CUDA)
+}
+
+pub(crate) fn float_unary_kernel<O: FloatUnaryOp>() -> ElementwiseDef {
+    ElementwiseDef::new(O::NAME, "T a", "T out", "", O::CUDA)
+}
+
+pub(crate) fn compare_kernel<O: CmpOp>() -> ElementwiseDef {
+    ElementwiseDef::new(O::NAME, "T a, T b", "bool out", "", O::CUDA)
+}
+
+pub(crate) static POW_SCALAR: ElementwiseDef =
+    ElementwiseDef::new("pow", "T a", "T out", "T b", POW_SCALAR_CUDA);
+pub(crate) static GREATER_SCALAR: ElementwiseDef =
+    ElementwiseDef::new("greater", "T a", "bool out", "T b", Greater::CUDA);
+pub(crate) static WHERE: ElementwiseDef =
+    ElementwiseDef::new("where", "bool c, T a, T b", "T out", "", WHERE_CUDA);
+pub(crate) static MUL_ADD: ElementwiseDef =
+    ElementwiseDef::new("mul_add", "T x, T y, T z", "T w", "", MUL_ADD_CUDA);
+
+/// A C-contiguous copy of any layout (the strided variant reads views in place).
+pub(crate) static COPY: ElementwiseDef =
+    ElementwiseDef::new("kusari_copy", "T a", "T out", "", "out = a;");
+
+/// Chainer's SGD update, `param -= lr * grad`, written in place into the caller's `param`.
+pub(crate) static SGD_UPDATE: ElementwiseDef = ElementwiseDef::new(
+    "kusari_sgd_update",
+    "T grad",
+    "T param",
+    "T lr",
+    "param -= lr * grad;",
+);
+
+/// Chainer's MomentumSGD update, `v = momentum * v - lr * grad; param += v`, written in place
+/// into the caller's `param` and `v`.
+pub(crate) static MOMENTUM_SGD_UPDATE: ElementwiseDef = ElementwiseDef::new(
+    "kusari_momentum_sgd_update",
+    "T grad",
+    "T param, T v",
+    "T lr, T momentum",
+    "v = momentum * v - lr * grad;\nparam += v;",
+);
+
+/// The matrix product of contiguous `[batch, rows, inner]` and `[batch, inner, cols]` arrays, one
+/// thread per output element: for integers, and floats where cuBLAS cannot be loaded.
+pub(crate) static MATMUL: ElementwiseDef = ElementwiseDef::new(
+    "kusari_matmul",
+    "raw T a, raw T b",
+    "T out",
+    "int64 rows, int64 inner, int64 cols",
+    "const long long c_ = (long long)i % cols;\n\
+     const long long r_ = ((long long)i / cols) % rows;\n\
+     const long long b_ = (long long)i / (cols * rows);\n\
+     T acc = 0;\n\
+     for (long long t = 0; t < inner; ++t) {\n\
+     \x20 acc += a[(b_ * rows + r_) * inner + t] * b[(b_ * inner + t) * cols + c_];\n\
+     }\n\
+     out = acc;",
+);
+
+fn dtype_index(d: DType) -> usize {
+    DType::ALL
+        .iter()
+        .position(|&x| x == d)
+        .expect("DType::ALL lists every dtype")
+}
+
+/// double to float keeping a NaN's sign and top payload bits (quiet), as x86's `cvtsd2ss`.
+const F64_TO_F32: &str = "const double d = (double)a; \
+     const unsigned long long u = (unsigned long long)__double_as_longlong(d); \
+     out = d != d ? __uint_as_float((unsigned int)((u >> 32) & 0x80000000ull) | 0x7fc00000u \
+     | (unsigned int)((u >> 29) & 0x7fffffull)) : (float)d;";
+
+/// float (or a half type, through float) to double keeping a NaN's sign and payload (quiet).
+const F32_TO_F64: &str = "const float f = (float)a; const unsigned int u = __float_as_uint(f); \
+     out = f != f ? __longlong_as_double((long long)((((unsigned long long)u & 0x80000000ull) << 32) \
+     | 0x7ff8000000000000ull | ((unsigned long long)(u & 0x7fffffu) << 29))) : (double)f;";
+
+/// The body of the cast kernel from `from` to `to`, converting as the host's `astype` does:
+/// integers wrap, floats to integers truncate, saturate and take NaN to 0, and a double rounds
+/// to a half type once.
+fn cast_body(from: DType, to: DType) -> &'static str {
+    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
+    match (from, to) {
+        // Through float with rounding to odd, then to nearest even: one rounding in all.
+        (DType::F64, DType::F16 | DType::BF16) => "out = kusari_f64_to_f32_odd(a);",
+        (f, DType::I32) if f.is_float() => {
+            "const double v = (double)a; \
+             out = v != v ? 0 : (v >= 2147483648.0 ? 2147483647 \
+             : (v <= -2147483648.0 ? (-2147483647 - 1) : (int)v));"
+        }
+        (f, DType::I64) if f.is_float() => {
+            "const double v = (double)a; \
+             out = v != v ? 0LL : (v >= 9223372036854775808.0 ? 9223372036854775807LL \
+             : (v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v));"
+        }
+        // A NaN keeps its sign and payload between float and double, as on the host (the
+        // device's conversion gives the canonical, positive NaN). Half types go through float.
+        (DType::F64, DType::F32) => F64_TO_F32,
+        (DType::F32 | DType::F16 | DType::BF16, DType::F64) => F32_TO_F64,
+        // Half types convert through float: a conversion between the two half types would
+        // otherwise need two user-defined conversions.
+        _ if half(from) || half(to) => "out = (float)a;",
+        _ => "out = a;",
+    }
+}
+
+/// Kernels whose signatures name concrete dtypes, made once per process.
+struct Generated {
+    /// `out = v` for each dtype, in `DType::ALL` order.
+    fill: Vec<ElementwiseDef>,
+    /// `out = a` from each dtype to each dtype (`from * 7 + to`).
+    cast: Vec<ElementwiseDef>,
+}
+
+fn generated() -> &'static Generated {
+    static GENERATED: OnceLock<Generated> = OnceLock::new();
+    GENERATED.get_or_init(|| {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let fill = DType::ALL
+            .iter()
+            .map(|d| {
+                let t = d.name();
+                ElementwiseDef::new(
+                    leak(format!("kusari_fill_{t}")),
+                    "",
+                    leak(format!("{t} out")),
+                    leak(format!("{t} v")),
+                    "out = v;",
+                )
+            })
+            .collect();
+        let mut cast = Vec::new();
+        for from in DType::ALL {
+            for to in DType::ALL {
+                cast.push(ElementwiseDef::new(
+                    leak(format!("kusari_cast_{}_to_{}", from.name(), to.name())),
+                    leak(format!("{} a", from.name())),
+                    leak(format!("{} out", to.name())),
+                    "",
+                    cast_body(from, to),
+                ));
+            }
+        }
+        Generated { fill, cast }
+    })
+}
+
+/// The kernel filling a new array of `dtype` with a scalar.
+pub(crate) fn fill_kernel(dtype: DType) -> &'static ElementwiseDef {
+    &generated().fill[dtype_index(dtype)]
+}
+
+/// The kernel converting `from` to `to`.
+pub(crate) fn cast_kernel(from: DType, to: DType) -> &'static ElementwiseDef {
+    &generated().cast[dtype_index(from) * DType::ALL.len() + dtype_index(to)]
+}
+
+/// Every built-in kernel, each with the dtypes its type placeholders take (none for kernels of
+/// concrete types; half-precision math runs in float32), so that a test can compile every one.
+pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
+    const ALL: &[DType] = &DType::ALL;
+    const NUM: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];
+    const FLOAT: &[DType] = &[DType::F32, DType::F64];
+    const CMP: &[DType] = &[DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64];
+    let mut all = Vec::new();
+    macro_rules! binary {
+        ($($o:ty),*) => {$(
+            all.push((binary_kernel::<$o>(), NUM));
+            all.push((scalar_kernel::<$o>(false), NUM));
+            all.push((scalar_kernel::<$o>(true), NUM));
+        )*};
+    }
+    binary!(Add, Sub, Mul, Div, Maximum, Minimum);
+    all.push((float_binary_kernel::<Pow>(), FLOAT));
+    all.push((unary_kernel::<Neg>(), NUM));
+    all.push((unary_kernel::<Abs>(), NUM));
+    for k in [
+        float_unary_kernel::<Exp>(),
+        float_unary_kernel::<Log>(),
+        float_unary_kernel::<Sqrt>(),
+        float_unary_kernel::<Tanh>(),
+        float_unary_kernel::<Sigmoid>(),
+    ] {
+        all.push((k, FLOAT));
+    }
+    for k in [
+        compare_kernel::<Equal>(),
+        compare_kernel::<NotEqual>(),
+        compare_kernel::<Less>(),
+        compare_kernel::<LessEqual>(),
+        compare_kernel::<Greater>(),
+        compare_kernel::<GreaterEqual>(),
+    ] {
+        all.push((k, CMP));
+    }
+    all.push((POW_SCALAR, FLOAT));
+    all.push((GREATER_SCALAR, CMP));
+    all.push((WHERE, CMP));
+    all.push((MUL_ADD, NUM));
+    all.push((COPY, ALL));
+    all.push((MATMUL, NUM));
+    all.push((SGD_UPDATE, FLOAT));
+    all.push((MOMENTUM_SGD_UPDATE, FLOAT));
+    for d in DType::ALL {
+        all.push((*fill_kernel(d), &[]));
+    }
+    for from in DType::ALL {
+        for to in DType::ALL {
+            all.push((*cast_kernel(from, to), &[]));
+        }
+    }
+    all
+}
