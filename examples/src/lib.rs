@@ -71,3 +71,36 @@ pub fn allclose(actual: &Array, expected: &Array, tol: f64) -> Result<bool> {
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+// The guide's chapters that hold Rust blocks (docs/guide/), compiled and run the same way; a
+// new chapter with Rust blocks gets its struct here.
+
+/// The guide's chapter "Arrays and variables".
+#[doc = include_str!("../../docs/guide/arrays-and-variables.md")]
+#[cfg(doctest)]
+pub struct GuideArraysAndVariables;
+
+/// The guide's chapter "Declaring ops".
+#[doc = include_str!("../../docs/guide/declaring-ops.md")]
+#[cfg(doctest)]
+pub struct GuideDeclaringOps;
+
+/// The guide's chapter "Higher-order gradients and configuration".
+#[doc = include_str!("../../docs/guide/gradients-and-configuration.md")]
+#[cfg(doctest)]
+pub struct GuideGradientsAndConfiguration;
+
+/// The guide's chapter "Testing ops".
+#[doc = include_str!("../../docs/guide/testing-ops.md")]
+#[cfg(doctest)]
+pub struct GuideTestingOps;
+
+/// The guide's chapter "Links, optimizers and training".
+#[doc = include_str!("../../docs/guide/links-and-training.md")]
+#[cfg(doctest)]
+pub struct GuideLinksAndTraining;
+
+/// The guide's chapter "GPUs".
+#[doc = include_str!("../../docs/guide/gpus.md")]
+#[cfg(doctest)]
+pub struct GuideGpus;

@@ -20,6 +20,10 @@ use proc_macro::TokenStream;
 
 /// Declares a differentiable op from an `impl` block with `forward` and `backward`.
 ///
+/// This is the attribute's reference: what it accepts, what it checks at compile time and what
+/// it generates. The guide's chapter "Declaring ops" (`docs/guide/declaring-ops.md` in the
+/// repository) teaches it by example, and "GPUs" its kernels.
+///
 /// ```ignore
 /// use kusari::prelude::*;
 ///
@@ -46,62 +50,146 @@ use proc_macro::TokenStream;
 ///
 /// # What it accepts
 ///
-/// - `forward(&self, x: &Array, ..) -> Result<Array>` (or a tuple of arrays for several
-///   outputs; `&mut self` when forward stores state for backward, such as a dropout mask) runs on
-///   every device; or `forward_cpu` with an optional `forward_gpu` method of the
-///   same shape; or `#[forward_gpu(inputs = "..", outputs = "..", body = "..")]` on `forward`
-///   (or `forward_cpu`): an elementwise CUDA kernel in CuPy's signature grammar, with optional
-///   `params = "T alpha"` (scalars read from the struct's fields), `name = ".."`, and CuPy's
-///   `preamble = ".."` (device code before the kernel), `loop_prep = ".."` and
-///   `after_loop = ".."` (code before and after the loop).
+/// The attribute goes on an `impl` block of the op's type. In it:
+///
+/// - `forward(&self, x: &Array, ..) -> Result<Array>` computes the output array from one or
+///   more input arrays (`Result` of a tuple of arrays for several outputs), and runs on every
+///   device. It takes `&mut self` when it keeps something for backward, such as a dropout mask.
+/// - Or `forward_cpu` with an optional `forward_gpu` method of the same shape: the first runs
+///   for host inputs, the second for CUDA inputs. A `forward_cpu` alone runs on host copies of
+///   CUDA inputs (the host fallback).
+/// - Or `#[forward_gpu(..)]` on `forward` (or `forward_cpu`): an elementwise CUDA kernel that
+///   runs the forward for CUDA inputs, while the method runs for host inputs (its keys and
+///   rules are below).
 /// - `#[retain(x, y, output = 0)]` on the forward: the inputs (by name) and outputs (by index)
 ///   that `backward` receives as `&Variable`s. `meta(..)` among them, as in
 ///   `#[retain(x, meta(b))]`, names inputs whose shape, dtype and device alone `backward` needs:
-///   it receives each as `b: &InputMeta` (`b.shape()`, `b.dtype()`, `b.device()`), and the
-///   input's data is not kept alive for it (what an op that sums a broadcast gradient back to an
-///   input's shape needs, as `F::add` does).
+///   it receives each as `b: &InputMeta` (`b.shape()`, `b.dtype()`, `b.device()`), in
+///   `#[retain]` order among the retained values, and the input's data is not kept alive for it
+///   (what an op that sums a broadcast gradient back to an input's shape needs: the built-in
+///   `F::add`, `F::sub`, `F::where_`, `F::reshape`, `F::sum`, ... are declared so).
 /// - `backward(&self, <retained inputs, values and metas, in #[retain] order>, <retained
-///   outputs>, <one gradient per output>, [needs: &[usize]])`: a gradient parameter typed
-///   `&Variable` gets zeros when no
-///   gradient reached that output, one typed `Option<&Variable>` gets `None`; the optional last
-///   `&[usize]` lists the inputs whose gradients are wanted. It returns one `Variable` or
-///   `Option<Variable>` per input (a tuple, or a single value for one input), bare or in `Result`.
-/// - `new(..)`: the wrapper takes the inputs followed by `new`'s parameters (`scale(&x, 2.0)`);
-///   without `new` the type must be a unit struct.
-/// - `#[function_node(name = "muladd")]` renames the wrapper (default: the type in snake_case);
-///   `#[function_node(crate = "crate")]` sets the path of the kusari crate;
-///   `#[function_node(non_differentiable)]` declares an op without `backward`.
+///   outputs>, <one gradient per output>, [needs: &[usize]])`. It is written with
+///   differentiable operations on variables, so it has no CPU or GPU variant and can itself be
+///   differentiated. A gradient parameter typed `&Variable` gets zeros when no gradient reached
+///   that output, one typed `Option<&Variable>` gets `None`; the optional last `needs: &[usize]`
+///   lists the inputs whose gradients are wanted, so that backward can skip the others. It
+///   returns one `Variable` or `Option<Variable>` (`None`: no gradient) per input, as a tuple,
+///   or a single value for one input, bare or in `Result`.
+/// - `new(..)`, returning `Self` or `Result<Self>`: the wrapper takes the inputs followed by
+///   `new`'s parameters (`Dropout::new(ratio)` gives `dropout(&x, ratio)`) and returns `new`'s
+///   error, if any. Without `new` the type must be a unit struct.
+///
+/// The keys of `#[function_node(..)]`, each given at most once:
+///
+/// - `name = "muladd"`: the wrapper's name (default: the type's name in snake_case, `MulAdd` →
+///   `mul_add`);
+/// - `crate = "crate"`: the path of the kusari crate (default `::kusari`; `"crate"` inside it);
+/// - `non_differentiable`: the op has no `backward`.
 ///
 /// The typed `Op.apply((&x, ..))` shadows the trait's slice form `FunctionNode::apply(&[..])`;
-/// the untyped form stays available as `kusari::apply(op, &[..])`. The wrapper always applies the
-/// op: a function that behaves differently by mode (dropout in test mode) renames the generated
-/// wrapper with `name = ".."` and wraps it in a hand-written function.
+/// the untyped form stays available as `kusari::apply(op, &[..])`. A node is applied once:
+/// `apply` takes it by value. The wrapper always applies the op: a function that behaves
+/// differently by mode (dropout in test mode) renames the generated wrapper with `name = ".."`
+/// and wraps it in a hand-written function.
+///
+/// # `#[forward_gpu(..)]`: an elementwise kernel
+///
+/// CuPy's `ElementwiseKernel` (Chainer's `cuda.elementwise`), declared by its keys, each given
+/// at most once:
+///
+/// - `inputs = ".."`, `outputs = ".."` and `body = ".."` (required): the array inputs and
+///   outputs in CuPy's signature grammar, and the loop body in CUDA C++;
+/// - `params = ".."`: scalar parameters, read from the op's fields of those names;
+/// - `name = ".."`: the kernel's name (default `<wrapper>_fwd`, such as `mul_add_fwd`);
+/// - `dtypes = "float"` or `dtypes = "numeric"`: what the inputs' dtypes may be;
+/// - `preamble = ".."`, `loop_prep = ".."` and `after_loop = ".."`: CuPy's code around the body.
+///
+/// The op's kernels are listed in `Op::KERNELS` (`ElementwiseKernel`s, which
+/// `ElementwiseKernel::new` also makes from the same strings).
+///
+/// **Signatures.** `inputs`, `outputs` and `params` are comma-separated lists of
+/// `[raw] TYPE NAME`:
+///
+/// - `TYPE` is a one-letter type placeholder such as `T`, bound at launch to the dtype of the
+///   first array input declared with it; every input using it must have that dtype, and a
+///   placeholder must be bound by some array input. Or it is a concrete type, `bool`, `int32`,
+///   `int64`, `float16`, `bfloat16`, `float32` or `float64`, which accepts only that dtype.
+/// - `raw` marks an argument passed as a pointer that the body indexes itself, with `i` (the
+///   loop index) and `n` (the element count); the body sees every other input and output
+///   element by name.
+/// - `inputs` are forward's parameters, with the same names in the same order, and `outputs`
+///   has as many entries as forward has outputs.
+/// - A `params` field may be a `bool`, `f32`, `f64`, `i32`, `i64`, `u32` or `usize`; at each
+///   launch its value is converted to the parameter's declared type, and a value that does not
+///   fit it (2.5 for an `int32`) is an `Error::KernelArguments` naming the kernel, the
+///   parameter, its type and the value.
+/// - `dtypes` restricts what a placeholder may be bound to, as the host `forward` does:
+///   `"float"` (the float dtypes) or `"numeric"` (anything but `bool`). An integer input to a
+///   kernel calling `exp` is then the host's `Error::UnsupportedDType` naming the op, before
+///   anything is compiled (without it, NVRTC would refuse the kernel with "more than one
+///   instance of overloaded function").
+///
+/// **Names.** A parameter's name is a C identifier that the generated CUDA C++ can declare. It
+/// may not be a C or C++ keyword or alternative operator token (`int`, `return`, `and`,
+/// `restrict`), a CUDA built-in or qualifier (`threadIdx`, `blockDim`, `warpSize`,
+/// `__global__`), a type or keyword of the grammar (`float16`, `raw`), a placeholder of the same
+/// signature (`T T`), a C library macro (`NULL`, `stdout`), a name of the generated code (`i`,
+/// `n`, a leading `_`) or a name starting with `kusari_` or `KUSARI_`; names are unique within
+/// a kernel. The kernel's name, given or by default, is a C identifier and not a keyword.
+///
+/// **Code.** `body` is pasted inside the elementwise loop. `preamble` is code at file scope
+/// before the kernel, after the placeholders' `typedef`s (so it may use `T`): `__device__`
+/// helper functions, `constexpr` constants, structs. `loop_prep` runs once in each thread
+/// before the loop, with the scalar parameters and `n` in scope, not `i`; `after_loop` runs
+/// once in each thread after it, with what `loop_prep` declared in scope. Each of the four must
+/// keep its braces, parentheses and brackets balanced (outside literals and comments), so that
+/// it cannot close the kernel's function, and may not hold preprocessor directives other than
+/// `#pragma`, line continuations or trigraphs, which could hide brackets: write `constexpr`
+/// values and `__device__` functions instead of `#define`s (a macro from the preamble would
+/// also apply to the kernel kusari generates after it). Each gets its own `#line` directive, so
+/// a compile error names `<kernel>_preamble:<line>` (or `_loop_prep`, `_after_loop`).
+///
+/// `ElementwiseKernel` applies the same rules when first used, or at once with
+/// `ElementwiseKernel::try_new`, and returns `Error::InvalidKernel`.
 ///
 /// # What it checks at compile time
 ///
-/// Every mistake is reported at once, each at the user's token, and a mistake gives one error:
+/// Every mistake is reported at once, each at the user's token, and a mistake gives one error
+/// (the user's item, cleaned of the helper attributes, and stubs of what would have been
+/// generated are emitted beside it, so there are no follow-on errors):
 ///
+/// - the attribute on anything but an `impl` block; a missing forward, a forward with no input
+///   or without output arrays; a `forward_gpu` method beside `forward` rather than
+///   `forward_cpu`, or beside `#[forward_gpu(..)]`;
+/// - a missing backward (unless `non_differentiable`), and a backward on a `non_differentiable`
+///   op;
 /// - backward's parameters: an input read that forward does not retain; parameters that are
 ///   not the retained values (in `#[retain]` order), the retained outputs and one gradient per
 ///   output; a parameter whose type the generated call cannot pass, reported at that type with
 ///   the op, the parameter and the accepted forms: a gradient that is not `&Variable` or
 ///   `Option<&Variable>` (Chainer's `grad_outputs: &[Option<Variable>]`, `gy: Variable` by
 ///   value, `gy: &Array`, `needs: &[usize]` anywhere but last), a retained input or output that
-///   is not `&Variable`, a `meta(..)` input that is not `&InputMeta`. A type the macro cannot
-///   judge (an alias, a generic) is left to the compiler, whose mismatch then points at that
-///   type too;
+///   is not `&Variable`, a value retained by value taken as `&InputMeta`, a `meta(..)` input
+///   taken as `&Variable` or as anything but `&InputMeta`. A type the macro cannot judge (an
+///   alias, a generic) is left to the compiler, whose mismatch then points at that type too;
 /// - a backward returning a number of gradients other than forward's number of inputs;
 /// - `#[retain]` naming a non-input, an input or an output twice, an input both by value and as
 ///   `meta(..)`, an empty `meta()`, an output out of range, or anything but input names,
 ///   `meta(..)` and `output = N`;
 /// - unknown attribute keys, and a key given twice in `#[function_node(..)]` or
 ///   `#[forward_gpu(..)]` (at the second: no value silently wins over another), or a helper
-///   attribute written twice;
+///   attribute (`#[retain(..)]`, `#[forward_gpu(..)]`) written twice;
+/// - a `#[forward_gpu(..)]` without `inputs`, `outputs` or `body`, or with `dtypes` other than
+///   `"float"` and `"numeric"`;
 /// - kernel inputs that are not forward's parameters, or a kernel output count that is not
-///   forward's; placeholders bound by no array input; unknown types or keywords, reserved names
-///   (`i`, `n`, a leading `_`) and duplicate names in signatures;
-/// - a missing forward or backward, and a default wrapper name that is a keyword
-///   (`struct Where` gives `where`).
+///   forward's; in signatures, placeholders bound by no array input, unknown types or keywords,
+///   names the rules above refuse, and duplicate names (at most 20 signature mistakes per
+///   kernel are listed, then their count);
+/// - a kernel name that is not a C identifier, or is a keyword, and a body, preamble,
+///   loop_prep or after_loop that breaks the rules above, each at its string;
+/// - a wrapper name that is not a valid function name, and a default wrapper name that is a
+///   keyword (`struct Where` gives `where`: name it with `name = ".."`).
 ///
 /// # What it generates
 ///
