@@ -12,10 +12,10 @@
 //! - `backward`: the backward pass, [`Variable::backward`] and [`grad`].
 
 mod backward;
-mod host_fallback;
 mod function;
 mod function_node;
 mod grad_math;
+mod host_fallback;
 mod node;
 mod variable;
 

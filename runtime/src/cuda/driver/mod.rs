@@ -32,7 +32,6 @@ mod types;
 pub use emulated::emulated_bytes_in_use;
 pub(crate) use types::{DevicePtr, DriverResult, Gemm, GemmType};
 
-
 /// Most emulated devices one process may ask for.
 const MAX_EMULATED_DEVICES: usize = 64;
 

@@ -1,12 +1,13 @@
-//! Helpers shared by kusari's integration tests: finite differences, closeness checks,
-//! re-running one test in a child process, and kernels with a preamble, `loop_prep` and
-//! `after_loop` ([`code_kernels`]).
+//! Helpers shared by kusari's test suites (`tests/host`, `tests/gpu`, `tests/emulated`): finite
+//! differences, closeness checks, re-running one test in a child process, the check that every
+//! file of a suite is one of its modules, and the kernels the suites launch and compile
+//! ([`launch_form_kernels`], [`code_part_kernels`]).
 //!
 //! The numerical gradient here is deliberately independent of the graph machinery: it only
 //! calls a forward closure on perturbed f64 copies of the inputs.
 
-pub mod call_kernels;
-pub mod code_kernels;
+pub mod code_part_kernels;
+pub mod launch_form_kernels;
 
 use kusari::{Array, DType, Result};
 
@@ -123,10 +124,21 @@ pub fn broadcast_pos(idx: &[usize], shape: &[usize]) -> usize {
     })
 }
 
+/// The variable a child test process is started with ([`run_test_in_child`]): the name of the
+/// test it runs. The only `KUSARI_*` variable the test suites read themselves.
+pub const CHILD_VAR: &str = "KUSARI_TEST_CHILD";
+
+/// Whether this process is a child started by [`run_test_in_child`] to run one test.
+pub fn in_child() -> bool {
+    std::env::var_os(CHILD_VAR).is_some()
+}
+
 /// Runs test `name` of the current test binary again in a child process (ignored or not) and
-/// returns its exit status and its stdout and stderr together. The child starts through `sh`
-/// with core dumps off (an expected crash leaves no core file) after `shell_prefix`, e.g.
-/// `ulimit -v 1048576;`; `configure` sets its environment or directory.
+/// returns its exit status and its stdout and stderr together. `name` is the test's full path in
+/// its binary, `module::test`: a name that matches no test fails here rather than passing with
+/// nothing run. The child starts through `sh` with core dumps off (an expected crash leaves no
+/// core file) after `shell_prefix`, e.g. `ulimit -v 1048576;`, with [`CHILD_VAR`] set to `name`;
+/// `configure` sets more of its environment or its directory.
 pub fn run_test_in_child(
     name: &str,
     shell_prefix: &str,
@@ -142,7 +154,8 @@ pub fn run_test_in_child(
             "--include-ignored",
             "--nocapture",
             "--test-threads=1",
-        ]);
+        ])
+        .env(CHILD_VAR, name);
     configure(&mut cmd);
     let out = cmd.output().expect("spawn the child test");
     let text = format!(
@@ -150,7 +163,53 @@ pub fn run_test_in_child(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(
+        text.contains("running 1 test"),
+        "the child process ran no test named {name:?} (give its full path, `module::test`):\n{text}"
+    );
     (out.status, text)
+}
+
+/// Fails unless every `.rs` file under `dir` (a test binary's folder) is declared as a module:
+/// a file of `dir` itself in `main_source` (its `main.rs`), a file of a subfolder in that
+/// folder's `mod.rs`. A file without its `mod` line would never compile nor run.
+pub fn assert_every_file_is_a_module(dir: &str, main_source: &str) {
+    fn check(dir: &std::path::Path, declaring: &str, missing: &mut Vec<String>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let module = if path.is_dir() {
+                let inner = std::fs::read_to_string(path.join("mod.rs")).unwrap_or_default();
+                check(&path, &inner, missing);
+                name
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                if stem == "main" || stem == "mod" {
+                    continue;
+                }
+                stem.to_string()
+            } else {
+                continue;
+            };
+            let declared = declaring.lines().any(|l| {
+                let l = l.trim();
+                let l = l.strip_prefix("pub(crate) ").unwrap_or(l);
+                l == format!("mod {module};")
+            });
+            if !declared {
+                missing.push(path.display().to_string());
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    check(std::path::Path::new(dir), main_source, &mut missing);
+    assert!(
+        missing.is_empty(),
+        "files that are not modules of their test binary (add their `mod` line): {missing:?}"
+    );
 }
 
 /// An array reduction by name (`"sum"`, `"mean"`, `"max"`, `"min"`) over `axes`, where `None`

@@ -6,22 +6,14 @@
 //! the strided variant, the same results).
 
 use kusari::prelude::*;
-use kusari::{cuda, using_device, Error, Scalar};
-use kusari_tests::call_kernels::{
+use kusari::{using_device, Error, Scalar};
+use kusari_tests::launch_form_kernels::{
     AXPY, IOTA, MUL_PLUS_INDEX, MUL_PLUS_INDEX_ALL_AXES, RAW_PLUS, SGD_STEP, SHIFT_I64,
     SUM_AND_DIFF,
 };
 use kusari_tests::{assert_close, uniform};
 
-/// The emulated device for this process; false, after printing why the test skips, where it
-/// cannot run (no C++ compiler), and a failure there under `KUSARI_REQUIRE_GPU`.
-#[must_use]
-fn emulated(test: &str) -> bool {
-    cuda::emulate(1).unwrap_or_else(|e| panic!("the emulated device: {e}"));
-    kusari::testing::cuda_or_skip(test)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .is_some()
-}
+use super::emulated;
 
 fn on_gpu(a: &Array) -> Array {
     a.to_device(Device::Cuda(0)).unwrap()

@@ -1,6 +1,6 @@
 //! Kernels with a preamble, `loop_prep` and `after_loop` (CuPy's `ElementwiseKernel` arguments
-//! besides the body) and one whose array inputs are all `raw` (launched with a size), shared by the emulated-device tests (`kernel_code.rs`) and the NVRTC
-//! compile test (`kernels.rs`): as `ElementwiseKernel` values and in a `#[function_node]` op.
+//! besides the body) and one whose array inputs are all `raw` (launched with a size), shared by the emulated-device tests (`emulated/elementwise_code.rs`) and the NVRTC
+//! compile test (`host/kernel_sources.rs`): as `ElementwiseKernel` values and in a `#[function_node]` op.
 
 use kusari::prelude::*;
 use kusari::ElementwiseKernel;

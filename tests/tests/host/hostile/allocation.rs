@@ -50,7 +50,7 @@ fn an_output_that_does_not_fit_is_an_error_and_the_input_survives() {
 /// `&a + 1.0` is an error: the allocation is refused by the allocator, not foreseen.
 #[test]
 fn an_allocation_refused_under_a_memory_limit_is_an_error() {
-    crate::run_child(
+    super::run_child(
         "allocation::child_add_under_memory_limit",
         Some(1 << 20), // KiB: a 1 GiB address-space limit
     );

@@ -14,14 +14,7 @@ use kusari::prelude::*;
 use kusari::{cuda, Error, ReductionDef, ReductionKernel, Scalar};
 use kusari_tests::unravel;
 
-/// The emulated device for this process; false, after printing why, where it cannot run.
-#[must_use]
-fn emulated(test: &str) -> bool {
-    cuda::emulate(1).unwrap_or_else(|e| panic!("the emulated device: {e}"));
-    kusari::testing::cuda_or_skip(test)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .is_some()
-}
+use super::emulated;
 
 fn on_gpu(a: &Array) -> Array {
     a.to_device(Device::Cuda(0)).unwrap()

@@ -68,7 +68,7 @@ fn rss() -> Option<usize> {
 #[test]
 fn rss_stays_flat_over_many_double_backprop_steps() {
     // In a child process: other tests of this binary allocate in parallel and would move RSS.
-    crate::run_child("memory::child_rss_over_1000_steps", None);
+    super::run_child("memory::child_rss_over_1000_steps", None);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Kernels launched with the rest of CuPy's call (`ElementwiseKernel::call`): typed scalar
 //! parameters, outputs written in place, scalars for array inputs, no array at all, and a pair
-//! that differs only in `reduce_dims`. Shared by the emulated-device tests (`kernel_call.rs`)
-//! and the NVRTC compile test (`kernels.rs`).
+//! that differs only in `reduce_dims`. Shared by the emulated-device tests (`emulated/elementwise_calls.rs`)
+//! and the NVRTC compile test (`host/kernel_sources.rs`).
 
 use kusari::ElementwiseKernel;
 

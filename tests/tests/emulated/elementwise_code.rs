@@ -5,19 +5,11 @@
 //! And a kernel whose array inputs are all `raw`, run over the size given (CuPy's `size=`).
 
 use kusari::prelude::*;
-use kusari::{cuda, ElementwiseKernel, Error};
-use kusari_tests::code_kernels::{scaled_cube, ScaledCube, CUBE_PLUS, MEAN_SHARE, PAIR_SUMS};
+use kusari::{ElementwiseKernel, Error};
+use kusari_tests::code_part_kernels::{scaled_cube, ScaledCube, CUBE_PLUS, MEAN_SHARE, PAIR_SUMS};
 use kusari_tests::{assert_close, uniform};
 
-/// The emulated device for this process; false, after printing why the test skips, where it
-/// cannot run (no C++ compiler), and a failure there under `KUSARI_REQUIRE_GPU`.
-#[must_use]
-fn emulated(test: &str) -> bool {
-    cuda::emulate(1).unwrap_or_else(|e| panic!("the emulated device: {e}"));
-    kusari::testing::cuda_or_skip(test)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .is_some()
-}
+use super::emulated;
 
 fn on_gpu(a: &Array) -> Array {
     a.to_device(Device::Cuda(0)).unwrap()

@@ -283,7 +283,10 @@ fn double_backprop_through_backward_with() -> Result<()> {
 
 /// The public functions of `kusari::functions`, read from its `pub use` lines.
 fn public_functions() -> Vec<String> {
-    let src = include_str!("../runtime/src/functions/mod.rs");
+    let src = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../runtime/src/functions/mod.rs"
+    ));
     let mut names = Vec::new();
     let mut rest = src;
     while let Some(i) = rest.find("pub use ") {
@@ -312,7 +315,7 @@ fn public_functions() -> Vec<String> {
 
 #[test]
 fn readme_reference_lists_every_function() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
     let start = readme
         .find("### The built-in functions (`F::`)")
         .expect("README has the reference of the built-in functions");

@@ -265,14 +265,12 @@ fn a_swapped_ptx_entry_is_recompiled() {
     }
 }
 
-const CHILD: &str = "KUSARI_HOSTILE_EMPTY_CACHE_DIR_CHILD";
-
 /// `KUSARI_KERNEL_CACHE_DIR=` (set, empty) made the cache write into the current directory. The
 /// test runs itself in a child process with that environment (changing the environment of this
 /// multi-threaded process would race the other tests).
 #[test]
 fn an_empty_cache_dir_variable_is_unset() {
-    if std::env::var_os(CHILD).is_some() {
+    if kusari_tests::in_child() {
         let home = PathBuf::from(std::env::var_os("HOME").unwrap());
         let expected = home.join(".cache").join("kusari").join("kernels");
         assert_eq!(default_dir(), Some(expected.clone()));
@@ -289,11 +287,10 @@ fn an_empty_cache_dir_variable_is_unset() {
     std::fs::create_dir_all(&cwd).unwrap();
     for value in ["", "  "] {
         let (status, text) = kusari_tests::run_test_in_child(
-            "kernels::an_empty_cache_dir_variable_is_unset",
+            "hostile::kernels::an_empty_cache_dir_variable_is_unset",
             "",
             |c| {
-                c.env(CHILD, "1")
-                    .env("KUSARI_KERNEL_CACHE_DIR", value)
+                c.env("KUSARI_KERNEL_CACHE_DIR", value)
                     .env("HOME", &home)
                     .env_remove("XDG_CACHE_HOME")
                     .current_dir(&cwd);

@@ -24,7 +24,8 @@ mod shapes;
 /// aborts or crashes fails here with its output.
 pub(crate) fn run_child(name: &str, limit_kib: Option<u64>) {
     let limit = limit_kib.map_or(String::new(), |k| format!("ulimit -v {k};"));
-    let (status, text) = kusari_tests::run_test_in_child(name, &limit, |_| {});
+    let (status, text) =
+        kusari_tests::run_test_in_child(&format!("hostile::{name}"), &limit, |_| {});
     assert!(
         status.success() && text.contains("1 passed"),
         "child {name} failed ({status}):\n{text}"

@@ -11,9 +11,9 @@
 //! - the built-in reductions ([`kusari::array_reduction_kernels`]: sum, max and min, which
 //!   `mean` uses too), in each dtype they run in;
 //! - in a test of their own, the test kernels with a preamble, `loop_prep` and `after_loop`
-//!   and the all-`raw` one ([`kusari_tests::code_kernels`]), in float32 and float64;
+//!   and the all-`raw` one ([`kusari_tests::code_part_kernels`]), in float32 and float64;
 //! - in another, the kernels the tests launch with the full call
-//!   ([`kusari_tests::call_kernels`]), in float32, float64 and int64, and the strided variants
+//!   ([`kusari_tests::launch_form_kernels`]), in float32, float64 and int64, and the strided variants
 //!   with collapsed and uncollapsed axes they run.
 //!
 //! The expected number of compilations is computed from those lists, so a kernel that silently
@@ -177,7 +177,7 @@ fn kernels_with_a_preamble_loop_prep_and_after_loop_compile() {
     if !nvrtc_or_skip("kernels_with_a_preamble_loop_prep_and_after_loop_compile") {
         return;
     }
-    let kernels = kusari_tests::code_kernels::all();
+    let kernels = kusari_tests::code_part_kernels::all();
     assert_eq!(
         kernels.len(),
         4,
@@ -202,8 +202,8 @@ fn kernels_launched_with_the_full_call_compile() {
     if !nvrtc_or_skip("kernels_launched_with_the_full_call_compile") {
         return;
     }
-    let kernels = kusari_tests::call_kernels::all();
-    assert_eq!(kernels.len(), 8, "the kernels of call_kernels.rs");
+    let kernels = kusari_tests::launch_form_kernels::all();
+    assert_eq!(kernels.len(), 8, "the kernels of launch_form_kernels.rs");
     let mut jobs = Vec::new();
     let mut expected = 0;
     for k in &kernels {
@@ -222,8 +222,11 @@ fn kernels_launched_with_the_full_call_compile() {
     }
     // The strided variants with collapsed (1) and uncollapsed (3) axes the tests launch.
     for (k, ndim) in [
-        (&kusari_tests::call_kernels::MUL_PLUS_INDEX, 1),
-        (&kusari_tests::call_kernels::MUL_PLUS_INDEX_ALL_AXES, 3),
+        (&kusari_tests::launch_form_kernels::MUL_PLUS_INDEX, 1),
+        (
+            &kusari_tests::launch_form_kernels::MUL_PLUS_INDEX_ALL_AXES,
+            3,
+        ),
     ] {
         let (sig, _) = placeholders(k);
         let types = [('T', ScalarType::Float64)];

@@ -11,15 +11,7 @@ use kusari::prelude::*;
 use kusari::{cuda, Error, RawKernel, RawModule, Scalar};
 use kusari_tests::run_test_in_child;
 
-/// The emulated device for this process; false, after printing why the test skips, where it
-/// cannot run (no C++ compiler), and a failure there under `KUSARI_REQUIRE_GPU`.
-#[must_use]
-fn emulated(test: &str) -> bool {
-    cuda::emulate(1).unwrap_or_else(|e| panic!("the emulated device: {e}"));
-    kusari::testing::cuda_or_skip(test)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .is_some()
-}
+use super::emulated;
 
 fn on_gpu(a: &Array) -> Array {
     a.to_device(Device::Cuda(0)).unwrap()
@@ -424,7 +416,7 @@ fn dynamic_shared_memory_the_launch_did_not_ask_for_crashes() {
     }
     let k = RawKernel::new(SHARED_SLOTS, "shared_slots").unwrap();
     let out = on_gpu(&Array::zeros(&[256], DType::F32).unwrap());
-    if std::env::var_os("KUSARI_RAW_CHILD").is_some() {
+    if kusari_tests::in_child() {
         let r = k.launch(1, 256, &[(&out).into()]);
         println!("the launch without shared memory returned {r:?}");
         return;
@@ -435,11 +427,9 @@ fn dynamic_shared_memory_the_launch_did_not_ask_for_crashes() {
     let expected: Vec<f32> = (0..256).rev().map(|t| t as f32).collect();
     assert_eq!(out.to_vec::<f32>().unwrap(), expected);
     let (status, text) = run_test_in_child(
-        "dynamic_shared_memory_the_launch_did_not_ask_for_crashes",
+        "raw_kernels::dynamic_shared_memory_the_launch_did_not_ask_for_crashes",
         "",
-        |c| {
-            c.env("KUSARI_RAW_CHILD", "1");
-        },
+        |_| {},
     );
     assert!(!status.success(), "the child passed:\n{text}");
     assert!(
@@ -513,7 +503,7 @@ fn raw_kernels_use_both_caches() {
     let dir = std::env::temp_dir().join(format!("kusari-raw-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let run = || {
-        let (status, out) = run_test_in_child("raw_cache_child", "", |cmd| {
+        let (status, out) = run_test_in_child("raw_kernels::raw_cache_child", "", |cmd| {
             cmd.env("KUSARI_KERNEL_CACHE_DIR", &dir)
                 .env("KUSARI_CUDA_EMULATE", "1")
                 .env("PROBE", std::process::id().to_string());

@@ -8,27 +8,16 @@
 use kusari::prelude::*;
 use kusari::{cuda, ElementwiseKernel};
 
-/// Two emulated devices for this process (every test calls this before any other CUDA call);
-/// false, after printing why the test skips, where the device cannot run (no C++ compiler), and
-/// a failure there under `KUSARI_REQUIRE_GPU`.
-#[must_use]
-fn emulated(test: &str) -> bool {
-    cuda::emulate(2).unwrap_or_else(|e| panic!("the emulated device: {e}"));
-    kusari::testing::cuda_or_skip(test)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .is_some()
-}
+use super::emulated;
 
-/// Runs the test `name` of this binary again in a child process with `KUSARI_EMULATOR_CHILD`
-/// set, and returns its exit status and output.
+/// Runs the test `name` of this module again in a child process, and returns its exit status and
+/// output.
 fn in_child(name: &str) -> (std::process::ExitStatus, String) {
-    kusari_tests::run_test_in_child(name, "", |c| {
-        c.env("KUSARI_EMULATOR_CHILD", "1");
-    })
+    kusari_tests::run_test_in_child(&format!("device::{name}"), "", |_| {})
 }
 
 fn is_child() -> bool {
-    std::env::var_os("KUSARI_EMULATOR_CHILD").is_some()
+    kusari_tests::in_child()
 }
 
 #[test]

@@ -1,0 +1,45 @@
+//! The host suite: everything that runs on the CPU, and the device-agnostic tests whose CUDA half
+//! runs wherever a CUDA device can be used (a GPU, or the emulated device under
+//! `KUSARI_CUDA_EMULATE`; elsewhere it prints `SKIPPED`). One module per concept:
+//!
+//! | module | what it tests |
+//! |---|---|
+//! | `arrays` | `Array`: constructors, dtypes, views, arithmetic, reductions, matmul |
+//! | `graph` | the backward graph, higher-order gradients, `grad`, configuration, old-style functions |
+//! | `functions` | the built-in functions (`F::`): forward values, gradients, errors |
+//! | `api` | the forms a Chainer or PyTorch user writes first |
+//! | `errors` | every user mistake is an `Err` naming the op, the input, the shapes and the dtypes |
+//! | `gradient_check` | finite differences and the gradient checkers |
+//! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
+//! | `macro_ops` | ops declared with `#[function_node]` |
+//! | `links`, `optimizers`, `serialize`, `train` | links, optimizers, checkpoints, the MLP example |
+//! | `kernel_sources` | every kernel kusari launches compiles with NVRTC |
+//! | `hostile` | what a careless or adversarial user does |
+//!
+//! A test that needs a process to itself (a memory limit, a configuration it changes) runs in a
+//! child process of this binary ([`kusari_tests::run_test_in_child`]).
+
+mod api;
+mod arrays;
+mod errors;
+mod functions;
+mod gradient_check;
+mod graph;
+mod hostile;
+mod kernel_sources;
+mod links;
+mod macro_ops;
+mod op_harness;
+mod optimizers;
+mod serialize;
+mod train;
+
+/// Every `.rs` file of this suite is a module of it: a file added without its `mod` line would
+/// otherwise never run.
+#[test]
+fn every_file_is_a_module() {
+    kusari_tests::assert_every_file_is_a_module(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/host"),
+        include_str!("main.rs"),
+    );
+}
