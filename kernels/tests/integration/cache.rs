@@ -111,15 +111,13 @@ fn compile_errors_are_returned_and_not_cached() {
     assert_eq!(*ok, b"later");
 }
 
-const CHILD: &str = "KUSARI_CACHE_TEST_CHILD_DIR";
-
 /// Several processes and threads write the same entries at once; every reader then finds a
 /// complete, valid file.
 #[test]
 fn concurrent_writers_in_several_processes_do_not_corrupt_entries() {
     let payload =
         |k: usize| -> Vec<u8> { (0..64 * 1024).map(|i| ((i * 31 + k) % 251) as u8).collect() };
-    if let Some(dir) = std::env::var_os(CHILD) {
+    if let Some(dir) = crate::child_dir() {
         let cache = BinaryCache::new(Some(PathBuf::from(dir)));
         std::thread::scope(|s| {
             for t in 0..4 {
@@ -143,10 +141,10 @@ fn concurrent_writers_in_several_processes_do_not_corrupt_entries() {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "concurrent_writers_in_several_processes_do_not_corrupt_entries",
+                    "cache::concurrent_writers_in_several_processes_do_not_corrupt_entries",
                     "--test-threads=1",
                 ])
-                .env(CHILD, &dir)
+                .env(crate::CHILD_DIR_VAR, &dir)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
