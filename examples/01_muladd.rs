@@ -11,7 +11,7 @@
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-use kusari_examples::muladd::{mul_add, MulAdd};
+use kusari_examples::muladd::{MulAdd, mul_add};
 
 fn main() -> Result<()> {
     let mut rng = Rng::seed(0);

@@ -12,7 +12,7 @@
 
 use kusari::prelude::*;
 use kusari_examples::allclose;
-use kusari_examples::muladd_kernel_float32::{mul_add, MulAdd};
+use kusari_examples::muladd_kernel_float32::{MulAdd, mul_add};
 
 fn main() -> Result<()> {
     let device = kusari_examples::gpu_or_host()?;

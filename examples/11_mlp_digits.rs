@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use kusari::prelude::*;
-use kusari_examples::mlp_digits::{train, BATCH_SIZE, EPOCHS};
+use kusari_examples::mlp_digits::{BATCH_SIZE, EPOCHS, train};
 use kusari_examples::{epoch_bar, save_loss_curve};
 
 fn main() -> Result<()> {

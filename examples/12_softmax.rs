@@ -8,7 +8,7 @@
 //! Run with `cargo run --example softmax`. `forward_gpu` runs when kusari finds a CUDA device
 //! (a GPU, or the emulated one under `KUSARI_CUDA_EMULATE=1`); without one the example says so.
 
-use kusari::gradient_check::{check_backward, CheckOptions};
+use kusari::gradient_check::{CheckOptions, check_backward};
 use kusari::prelude::*;
 use kusari_examples::allclose;
 use kusari_examples::softmax::softmax;

@@ -78,7 +78,7 @@ impl Digits {
                         "line {}: expected {} pixels in 0..=16 and a label in 0..=9",
                         i + 1,
                         Self::FEATURES
-                    )))
+                    )));
                 }
             };
             for &v in &values {

@@ -39,7 +39,7 @@ pub mod softmax;
 mod digits;
 mod progress;
 
-pub use digits::{shuffled, Digits};
+pub use digits::{Digits, shuffled};
 pub use progress::{epoch_bar, save_loss_curve};
 
 /// `cuda:0` when kusari finds a CUDA device (a GPU, or the emulated device under

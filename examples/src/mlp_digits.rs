@@ -6,12 +6,12 @@
 //! `cargo run --release --example mlp_digits` trains it with a progress bar over the epochs and
 //! saves the loss curve as a PNG.
 
-use kusari::link::optimizers::{Adam, Optimizer};
 use kusari::link::Linear;
+use kusari::link::optimizers::{Adam, Optimizer};
 use kusari::prelude::*;
 use kusari::{config, random};
 
-use crate::{shuffled, Digits};
+use crate::{Digits, shuffled};
 
 /// `x` where positive, `slope * x` elsewhere (for `0 <= slope < 1`).
 pub struct LeakyRelu {

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kusari::{Error, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
+use plotters::style::{FontStyle, register_font};
 
 /// A progress bar over `epochs` epochs; its message is the caller's (say, the last loss). It
 /// draws on standard error, and only when that is a terminal.

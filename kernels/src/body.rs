@@ -239,7 +239,7 @@ fn check_characters(body: &str) -> Result<(), BodyError> {
     for (i, &c) in b.iter().enumerate() {
         match c {
             b'\r' if b.get(i + 1) != Some(&b'\n') => {
-                return err(i..i + 1, BodyProblem::LoneCarriageReturn)
+                return err(i..i + 1, BodyProblem::LoneCarriageReturn);
             }
             b'\\' => {
                 let rest = &b[i + 1..];

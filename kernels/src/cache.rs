@@ -186,13 +186,13 @@ impl BinaryCache {
 
     fn write(&self, key: CacheKey, payload: &[u8]) {
         let Some(dir) = &self.dir else { return };
-        if let Err(e) = write_atomically(dir, &key.file_name(), &encode(key, payload)) {
-            if !self.warned.swap(true, Ordering::Relaxed) {
-                eprintln!(
-                    "kusari: kernel cache directory {} is not writable ({e}); compiled kernels are kept in memory only",
-                    dir.display()
-                );
-            }
+        if let Err(e) = write_atomically(dir, &key.file_name(), &encode(key, payload))
+            && !self.warned.swap(true, Ordering::Relaxed)
+        {
+            eprintln!(
+                "kusari: kernel cache directory {} is not writable ({e}); compiled kernels are kept in memory only",
+                dir.display()
+            );
         }
     }
 }

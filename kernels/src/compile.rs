@@ -10,14 +10,14 @@
 //!   a cubin for the device's `sm_XY` ([`target_for`]), or NUL-terminated PTX when NVRTC cannot
 //!   make that cubin (see [`compile_binary`] for what is chosen).
 
-use std::ffi::{c_char, c_int, CString};
+use std::ffi::{CString, c_char, c_int};
 use std::fmt;
 
 use std::sync::{Arc, OnceLock};
 
 use cudarc::nvrtc::{result, sys};
 
-use crate::cache::{default_dir, BinaryCache, CacheKey};
+use crate::cache::{BinaryCache, CacheKey, default_dir};
 use crate::codegen::KernelSource;
 pub use crate::compile_error::CompileError;
 

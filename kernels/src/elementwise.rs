@@ -330,7 +330,7 @@ impl ElementwiseDef {
                 None => {
                     return Err(
                         self.mismatch(format!("type placeholder `{c}` is bound by no argument"))
-                    )
+                    );
                 }
             }
         }

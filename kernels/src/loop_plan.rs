@@ -237,7 +237,7 @@ pub fn overlaps_itself(shape: &[usize], strides: &[i64]) -> bool {
     let mut axes: Vec<(usize, u64)> = shape
         .iter()
         .zip(strides)
-        .filter(|(&len, _)| len > 1)
+        .filter(|&(&len, _)| len > 1)
         .map(|(&len, &s)| (len, s.unsigned_abs()))
         .collect();
     axes.sort_by_key(|&(_, s)| s);

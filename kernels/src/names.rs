@@ -267,7 +267,9 @@ impl fmt::Display for NameError {
                 f,
                 "`{name}` is not a valid {role} name: expected a C identifier (an ASCII letter or `_`, then letters, digits and `_`)"
             ),
-            NameProblem::Keyword(language) => write!(f, "`{name}` is a {language} keyword {cannot}"),
+            NameProblem::Keyword(language) => {
+                write!(f, "`{name}` is a {language} keyword {cannot}")
+            }
             NameProblem::CudaBuiltin => write!(f, "`{name}` is a CUDA built-in variable {cannot}"),
             NameProblem::CudaQualifier => write!(f, "`{name}` is a CUDA qualifier {cannot}"),
             NameProblem::SignatureWord if name == "raw" => {
@@ -286,7 +288,10 @@ impl fmt::Display for NameError {
                 "`{name}` is reserved (the kernel defines `i` and `n`, and names starting with `_`)"
             ),
             NameProblem::Placeholder => {
-                write!(f, "`{name}` is a type placeholder of this signature {cannot}")
+                write!(
+                    f,
+                    "`{name}` is a type placeholder of this signature {cannot}"
+                )
             }
         }
     }

@@ -110,9 +110,11 @@ mod tests {
             .get_or_load(1, key, || Ok::<_, ()>("module on 1".into()))
             .unwrap();
         assert_eq!(cache.stats().loads, 2);
-        assert!(cache
-            .get_or_load(2, key, || Err::<String, _>("no device"))
-            .is_err());
+        assert!(
+            cache
+                .get_or_load(2, key, || Err::<String, _>("no device"))
+                .is_err()
+        );
         assert_eq!(cache.stats().loads, 2);
     }
 }

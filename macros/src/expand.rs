@@ -6,10 +6,10 @@
 //! `mul_add(&x, &y, &z) -> Result<Variable>`.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::{FnArg, Ident, ImplItem, ItemImpl, Path};
 
-use crate::ast::{generic_arg, Forward, Node, Returns};
+use crate::ast::{Forward, Node, Returns, generic_arg};
 use crate::attr;
 use crate::kw;
 use crate::valid::is_index_slice;

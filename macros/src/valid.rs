@@ -5,7 +5,7 @@ use kusari_kernels::{ElementwiseSignature, SignatureList};
 use quote::ToTokens;
 use syn::{Ident, LitStr, ReturnType, Type};
 
-use crate::ast::{generic_arg, Backward, Forward, Node};
+use crate::ast::{Backward, Forward, Node, generic_arg};
 use crate::attr::RetainedInput;
 use crate::ctxt::Ctxt;
 use crate::kw;
@@ -149,21 +149,21 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
             format!("#[forward_gpu(..)] is missing {}", missing.join(", ")),
         );
     }
-    if let Some(d) = &k.dtypes {
-        if !kw::DTYPE_KINDS.contains(&d.value().as_str()) {
-            cx.error_spanned_by(
-                d,
-                format!(
-                    "unknown dtypes {:?}: expected one of {}",
-                    d.value(),
-                    kw::DTYPE_KINDS
-                        .iter()
-                        .map(|k| format!("\"{k}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            );
-        }
+    if let Some(d) = &k.dtypes
+        && !kw::DTYPE_KINDS.contains(&d.value().as_str())
+    {
+        cx.error_spanned_by(
+            d,
+            format!(
+                "unknown dtypes {:?}: expected one of {}",
+                d.value(),
+                kw::DTYPE_KINDS
+                    .iter()
+                    .map(|k| format!("\"{k}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
     }
     check_kernel_name(cx, node, k);
     let code = [
@@ -173,11 +173,11 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
         (kw::AFTER_LOOP, &k.after_loop),
     ];
     for (part, lit) in code {
-        if let Some(lit) = lit {
-            if let Err(e) = kusari_kernels::body::check_body(&lit.value()) {
-                let code = lit.value();
-                cx.error_spanned_by(lit, format!("kernel {part}: {}", e.render_in(part, &code)));
-            }
+        if let Some(lit) = lit
+            && let Err(e) = kusari_kernels::body::check_body(&lit.value())
+        {
+            let code = lit.value();
+            cx.error_spanned_by(lit, format!("kernel {part}: {}", e.render_in(part, &code)));
         }
     }
     let (Some(inputs), Some(outputs)) = (&k.inputs, &k.outputs) else {
@@ -313,10 +313,10 @@ fn check_backward_params(
     backward: &Backward<'_>,
 ) {
     let mut params = backward.params.as_slice();
-    if let Some((last, rest)) = params.split_last() {
-        if is_index_slice(last.1) {
-            params = rest;
-        }
+    if let Some((last, rest)) = params.split_last()
+        && is_index_slice(last.1)
+    {
+        params = rest;
     }
     let retained = &forward.retain.inputs;
     let mut unretained_read = false;

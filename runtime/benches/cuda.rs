@@ -23,13 +23,13 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use kusari::prelude::*;
-use kusari::{cuda, ElementwiseKernel};
+use kusari::{ElementwiseKernel, cuda};
 use kusari_kernels::cache::BinaryCache;
 use kusari_kernels::compile::{compile_binary_cached, nvrtc_available, nvrtc_version, target_for};
 

@@ -12,7 +12,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kusari::prelude::*;
 
 /// f(x, y, z) = x * y + z, as in the tutorial.

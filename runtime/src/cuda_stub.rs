@@ -14,12 +14,23 @@ use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
 
-const REASON: &str = "kusari was built without its `cuda` feature";
+/// Why nothing of CUDA runs in this build; where `KUSARI_CUDA_EMULATE` asks for the emulated
+/// device, also that it is part of the missing feature.
+fn reason() -> String {
+    let base = "kusari was built without its `cuda` feature";
+    match crate::env::cuda_emulate() {
+        Ok(v) if !v.trim().is_empty() && v.trim() != "0" => format!(
+            "{base} (KUSARI_CUDA_EMULATE={v:?} asks for the emulated CUDA device, which is part \
+             of that feature: build with it to run CUDA code on the host)"
+        ),
+        _ => base.to_string(),
+    }
+}
 
 fn unavailable(op: &str) -> Error {
     Error::CudaUnavailable {
         op: op.to_string(),
-        reason: REASON.to_string(),
+        reason: reason(),
     }
 }
 
@@ -192,7 +203,7 @@ pub fn is_available() -> bool {
 
 /// Why CUDA cannot be used: this build has no CUDA backend.
 pub fn unavailable_reason() -> Option<String> {
-    Some(REASON.to_string())
+    Some(reason())
 }
 
 /// Waits for a device: an error for `cuda:N` in this build.

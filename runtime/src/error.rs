@@ -45,7 +45,9 @@ pub enum Error {
     /// A scalar operand that the array's dtype cannot hold exactly (a fraction, NaN, infinity or
     /// a value out of range for an integer array): kusari does not promote dtypes, and rounding
     /// the scalar would give a wrong answer.
-    #[error("{op}: the scalar {scalar} is not a {dtype} value ({reason}), and the array is {dtype}{shape:?}; kusari does not promote dtypes: convert the array first (e.g. astype(DType::F64))")]
+    #[error(
+        "{op}: the scalar {scalar} is not a {dtype} value ({reason}), and the array is {dtype}{shape:?}; kusari does not promote dtypes: convert the array first (e.g. astype(DType::F64))"
+    )]
     ScalarNotRepresentable {
         /// The operation.
         op: &'static str,
@@ -69,7 +71,9 @@ pub enum Error {
         bytes: usize,
     },
     /// Operands of different dtypes (kusari never promotes silently).
-    #[error("{op}: dtype mismatch, {lhs} {lhs_shape:?} vs {rhs} {rhs_shape:?} (convert one with astype)")]
+    #[error(
+        "{op}: dtype mismatch, {lhs} {lhs_shape:?} vs {rhs} {rhs_shape:?} (convert one with astype)"
+    )]
     DTypeMismatch {
         /// The operation.
         op: &'static str,
@@ -200,7 +204,9 @@ pub enum Error {
     },
     /// A function without a GPU forward was applied to CUDA arrays while host fallback is
     /// forbidden ([`crate::config::using_host_fallback`]).
-    #[error("{function}: no forward_gpu, and host fallback is forbidden (inputs on {device}); implement forward_gpu or allow the fallback")]
+    #[error(
+        "{function}: no forward_gpu, and host fallback is forbidden (inputs on {device}); implement forward_gpu or allow the fallback"
+    )]
     HostFallbackForbidden {
         /// The function's label.
         function: String,
@@ -240,9 +246,7 @@ pub enum Error {
         device: Device,
     },
     /// `backward` asked for an input or output the function does not have.
-    #[error(
-        "{function}: backward asks for {what} {index}, but the function has {count} {what}(s)"
-    )]
+    #[error("{function}: backward asks for {what} {index}, but the function has {count} {what}(s)")]
     IndexOutOfRange {
         /// The function's label.
         function: String,
@@ -254,7 +258,9 @@ pub enum Error {
         count: usize,
     },
     /// `backward` read an input or output that `forward` did not retain.
-    #[error("{function}: backward reads {what} {index}, which forward did not retain (call ctx.retain_{what}s in forward)")]
+    #[error(
+        "{function}: backward reads {what} {index}, which forward did not retain (call ctx.retain_{what}s in forward)"
+    )]
     NotRetained {
         /// The function's label.
         function: String,
@@ -304,7 +310,9 @@ pub enum Error {
         actual: String,
     },
     /// `backward()` on a non-scalar output whose `grad` was not set.
-    #[error("backward: the output has shape {shape:?} and no grad; set its grad (e.g. ones_like) before backward, or reduce it to one element first")]
+    #[error(
+        "backward: the output has shape {shape:?} and no grad; set its grad (e.g. ones_like) before backward, or reduce it to one element first"
+    )]
     GradRequired {
         /// The output's shape.
         shape: Vec<usize>,
@@ -342,7 +350,9 @@ pub enum Error {
         shape: Vec<usize>,
     },
     /// A gradient of a function that cannot be differentiated again (old-style functions).
-    #[error("{function}: cannot differentiate the gradient of this function again (it is an old-style Function; write it as a FunctionNode for higher-order gradients)")]
+    #[error(
+        "{function}: cannot differentiate the gradient of this function again (it is an old-style Function; write it as a FunctionNode for higher-order gradients)"
+    )]
     DoubleBackwardUnsupported {
         /// The function's label.
         function: String,
@@ -374,7 +384,9 @@ pub enum Error {
         source: Box<Error>,
     },
     /// A parameter used before it has values.
-    #[error("{op}: the {dtype} parameter is not initialised yet: call initialize(shape) or run the link's forward once")]
+    #[error(
+        "{op}: the {dtype} parameter is not initialised yet: call initialize(shape) or run the link's forward once"
+    )]
     ParameterUninitialized {
         /// The operation.
         op: &'static str,
@@ -459,7 +471,9 @@ pub enum Error {
     },
     /// [`gradient_check`](crate::gradient_check): finite differences sampled a point where the
     /// function is not differentiable (a kink, a jump, or finite values next to non-finite ones).
-    #[error("{op}: the function is not differentiable at {point}: output {output} at {output_index:?} {reason} (samples at -2eps, -eps, 0, eps, 2eps: {samples:?}); move the inputs away from kinks and discontinuities")]
+    #[error(
+        "{op}: the function is not differentiable at {point}: output {output} at {output_index:?} {reason} (samples at -2eps, -eps, 0, eps, 2eps: {samples:?}); move the inputs away from kinks and discontinuities"
+    )]
     NonDifferentiable {
         /// `"numerical_grad"`, `"check_backward"` or `"check_double_backward"`.
         op: &'static str,
@@ -476,7 +490,9 @@ pub enum Error {
     },
     /// [`gradient_check`](crate::gradient_check): an input that must get no gradient (an integer
     /// input, or one marked in `no_grads`) got one from backward.
-    #[error("{op}: inputs[{input}] ({dtype}{shape:?}) must get no gradient (integer inputs never do; others are marked in no_grads), but backward returned one for it")]
+    #[error(
+        "{op}: inputs[{input}] ({dtype}{shape:?}) must get no gradient (integer inputs never do; others are marked in no_grads), but backward returned one for it"
+    )]
     UnexpectedGradient {
         /// `"check_backward"` or `"check_double_backward"`.
         op: &'static str,
@@ -509,7 +525,9 @@ pub enum Error {
     },
     /// [`gradient_check::assert_allclose`](crate::gradient_check::assert_allclose): elements
     /// that differ by more than `atol + rtol * |expected|`.
-    #[error("assert_allclose: {failed} of {total} element(s) differ (shape {shape:?}, {dtypes}; tolerance atol {atol:e} + rtol {rtol:e} * |expected|); worst:{worst}")]
+    #[error(
+        "assert_allclose: {failed} of {total} element(s) differ (shape {shape:?}, {dtypes}; tolerance atol {atol:e} + rtol {rtol:e} * |expected|); worst:{worst}"
+    )]
     NotClose {
         /// Elements out of tolerance.
         failed: usize,

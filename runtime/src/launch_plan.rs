@@ -5,10 +5,10 @@
 //! launches what the plan says; the build without CUDA checks and shows the same plan.
 
 use kusari_kernels::codegen::{
-    generate_code_aliasing, Aliasing, IndexWidth, Indexing, KernelSource,
+    Aliasing, IndexWidth, Indexing, KernelSource, generate_code_aliasing,
 };
 use kusari_kernels::elementwise::InputArg;
-use kusari_kernels::loop_plan::{collapse_dims, overlaps_itself, LoopOperand, LoopPlan};
+use kusari_kernels::loop_plan::{LoopOperand, LoopPlan, collapse_dims, overlaps_itself};
 use kusari_kernels::{ElementwiseDef, ElementwiseSignature, Param, ParamType, ScalarType};
 
 use crate::dtype::{DType, Element};
@@ -139,17 +139,17 @@ pub(crate) fn plan(
 ) -> Result<LaunchPlan> {
     kernel.check_param_count(sig, args.params.len())?;
     let given = args.outputs.as_deref();
-    if let Some(outs) = given {
-        if outs.len() != sig.outputs.len() {
-            return Err(arguments(
-                kernel,
-                format!(
-                    "{} output(s) given, the signature declares {} (give all of them or none)",
-                    outs.len(),
-                    sig.outputs.len()
-                ),
-            ));
-        }
+    if let Some(outs) = given
+        && outs.len() != sig.outputs.len()
+    {
+        return Err(arguments(
+            kernel,
+            format!(
+                "{} output(s) given, the signature declares {} (give all of them or none)",
+                outs.len(),
+                sig.outputs.len()
+            ),
+        ));
     }
     let bind_args: Vec<InputArg<'_>> = args
         .inputs

@@ -336,11 +336,15 @@ mod tests {
 
     #[test]
     fn contiguity_ignores_unit_axes() {
-        assert!(Layout::contiguous(&[1, 4])
-            .permuted(&[1, 0])
-            .is_contiguous());
-        assert!(!Layout::contiguous(&[2, 4])
-            .permuted(&[1, 0])
-            .is_contiguous());
+        assert!(
+            Layout::contiguous(&[1, 4])
+                .permuted(&[1, 0])
+                .is_contiguous()
+        );
+        assert!(
+            !Layout::contiguous(&[2, 4])
+                .permuted(&[1, 0])
+                .is_contiguous()
+        );
     }
 }

@@ -48,21 +48,21 @@ mod sync;
 pub mod testing;
 
 pub use array::{Array, WeakArray};
-pub use config::{default_device, using_device, DeviceGuard};
+pub use config::{DeviceGuard, default_device, using_device};
 pub use device::{Device, ParseDeviceError};
 pub use dtype::{DType, Element, FloatElement, NumElement};
-pub use elementwise_kernel::{array_kernels, ElementwiseKernel, KernelArg, KernelCall};
+pub use elementwise_kernel::{ElementwiseKernel, KernelArg, KernelCall, array_kernels};
 pub use error::{Error, Result};
 pub use graph::{
-    apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
-    GradOptions, GradOutputs, InputMeta, Variable,
+    BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode, GradOptions,
+    GradOutputs, InputMeta, Variable, apply, grad,
 };
 pub use kusari_kernels as kernels;
 pub use kusari_kernels::ReductionDef;
 pub use kusari_macros::function_node;
 pub use launch_plan::LaunchPlan;
 pub use raw_kernel::{Dim3, RawKernel, RawModule};
-pub use reduction_kernel::{array_reduction_kernels, ReductionKernel};
+pub use reduction_kernel::{ReductionKernel, array_reduction_kernels};
 pub use scalar::Scalar;
 // The derive and the trait share the name, as serde's do: `#[derive(Link)]` implements `Link`.
 pub use kusari_macros::Link;

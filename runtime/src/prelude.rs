@@ -4,10 +4,10 @@ pub use crate::config::{no_backprop_mode, using_train};
 pub use crate::functions as F;
 pub use crate::gradient_check;
 pub use crate::graph::{
-    apply, grad, BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode,
-    GradOptions, GradOutputs, InputMeta,
+    BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode, GradOptions,
+    GradOutputs, InputMeta, apply, grad,
 };
 pub use crate::link::{Link, Parameter};
 pub use crate::random::Rng;
 pub use crate::{Array, DType, Device, Error, Result, Variable};
-pub use kusari_macros::{function_node, Link};
+pub use kusari_macros::{Link, function_node};

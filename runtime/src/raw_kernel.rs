@@ -6,11 +6,11 @@
 use std::fmt;
 use std::sync::Arc;
 
+use kusari_kernels::ScalarType;
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::raw::{
-    check_launch, parse_kernels, raw_source, CType, RawFunction, RawParam, RawParamType,
+    CType, RawFunction, RawParam, RawParamType, check_launch, parse_kernels, raw_source,
 };
-use kusari_kernels::ScalarType;
 
 use crate::config::default_device;
 use crate::cuda::RawLoads;
@@ -207,7 +207,7 @@ impl RawModule {
                     "`{name}` is not declared `extern \"C\"`: its compiled name is C++-mangled, \
                      so the module cannot be asked for it by name; declare it \
                      `extern \"C\" __global__ void {name}(..)`"
-                )))
+                )));
             }
             None if mentions(&self.inner.code, name) => Err(format!(
                 "`{name}` is not declared as `extern \"C\" __global__ void {name}(..)` in a form \
@@ -598,10 +598,14 @@ mod tests {
         assert!(err(&[(&x).into(), (-3).into(), true.into()]).contains(
             "parameter 1 `n` (declared `unsigned int n`) cannot hold argument 1, -3 (int32)"
         ));
-        assert!(err(&[(&x).into(), 3.into(), 1.into()])
-            .contains("parameter 2 `flag` (declared `bool flag`) cannot hold argument 2"));
-        assert!(err(&[(&x).into(), 3.into(), true.into()])
-            .contains("argument 0 is an array on the host (float64 [3])"));
+        assert!(
+            err(&[(&x).into(), 3.into(), 1.into()])
+                .contains("parameter 2 `flag` (declared `bool flag`) cannot hold argument 2")
+        );
+        assert!(
+            err(&[(&x).into(), 3.into(), true.into()])
+                .contains("argument 0 is an array on the host (float64 [3])")
+        );
         assert!(err(&[(&x).into(), 3.into(), true.into()]).contains("to_device"));
         let e = k
             .launch(1, 2048, &[(&x).into(), 3.into(), true.into()])

@@ -6,7 +6,7 @@
 use kusari_kernels::{ParamType, ReductionDef, ScalarType};
 
 use crate::error::{Error, Result};
-use crate::layout::{broadcast_shapes, checked_size, normalize_axes, Layout};
+use crate::layout::{Layout, broadcast_shapes, checked_size, normalize_axes};
 use crate::storage::Storage;
 use crate::{Array, DType, Scalar};
 

@@ -13,8 +13,8 @@ use crate::cpu::{CpuRef, CpuStorage};
 use crate::cuda::{CudaRef, CudaStorage};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::launch_plan::{source_for, LaunchArgs, Operand, RawArg};
-use crate::layout::{checked_size, Layout};
+use crate::launch_plan::{LaunchArgs, Operand, RawArg, source_for};
+use crate::layout::{Layout, checked_size};
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::{DType, Device};
 
@@ -230,7 +230,7 @@ impl Storage {
                 Storage::Cuda(c.where_cond(cl, (x, al), (y, bl))?)
             }
             (Storage::Cpu(_), Storage::Cpu(_), _) | (Storage::Cuda(_), Storage::Cuda(_), _) => {
-                return Err(mismatch(OP, a, b))
+                return Err(mismatch(OP, a, b));
             }
             _ => return Err(mismatch(OP, self, a)),
         })
@@ -254,7 +254,7 @@ impl Storage {
                 Storage::Cuda(x.mul_add(xl, (y, yl), (z, zl))?)
             }
             (Storage::Cpu(_), Storage::Cpu(_), _) | (Storage::Cuda(_), Storage::Cuda(_), _) => {
-                return Err(mismatch(OP, self, z))
+                return Err(mismatch(OP, self, z));
             }
             _ => return Err(mismatch(OP, self, y)),
         })
@@ -409,8 +409,14 @@ impl Storage {
                 rhs: host.device(),
             }),
             (Some((first, _)), None) => {
-                let outputs =
-                    crate::cuda::launch_reduction_on(first.ordinal(), def, &cuda, params, shape, axes)?;
+                let outputs = crate::cuda::launch_reduction_on(
+                    first.ordinal(),
+                    def,
+                    &cuda,
+                    params,
+                    shape,
+                    axes,
+                )?;
                 Ok(outputs.into_iter().map(Storage::Cuda).collect())
             }
             (None, Some(host)) => Err(Error::CudaUnavailable {
@@ -462,7 +468,7 @@ impl Storage {
                          arrays on a CUDA device (move it with `to_device`)",
                         host.dtype(),
                         l.shape()
-                    )))
+                    )));
                 }
                 RawArg::Value(bits, width) => RawArg::Value(bits, width),
             });
@@ -474,7 +480,7 @@ impl Storage {
                     "no array argument says which CUDA device to run on, and the default \
                      device is the host (set one with `using_device`)"
                         .to_string(),
-                ))
+                ));
             }
         };
         // SAFETY: forwarded contract.

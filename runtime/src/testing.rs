@@ -28,7 +28,7 @@
 use ndarray::ArrayD;
 
 use crate::error::{Error, Result};
-use crate::gradient_check::{assert_allclose, check_backward, check_double_backward, CheckOptions};
+use crate::gradient_check::{CheckOptions, assert_allclose, check_backward, check_double_backward};
 use crate::random::Rng;
 use crate::{Array, DType, Device, Variable};
 

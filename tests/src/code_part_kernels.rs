@@ -2,8 +2,8 @@
 //! besides the body) and one whose array inputs are all `raw` (launched with a size), shared by the emulated-device tests (`emulated/elementwise_code.rs`) and the NVRTC
 //! compile test (`host/kernel_sources.rs`): as `ElementwiseKernel` values and in a `#[function_node]` op.
 
-use kusari::prelude::*;
 use kusari::ElementwiseKernel;
+use kusari::prelude::*;
 
 /// y = cube(x) + c, with `cube` a device function from the preamble.
 pub static CUBE_PLUS: ElementwiseKernel =

@@ -1,5 +1,7 @@
-//! UI tests of `#[function_node]`: programs it must accept (and that then run), and one file per
-//! mistake it must reject, each with the exact compiler output in a `.stderr` beside it.
+//! UI tests of `#[function_node]` and `#[derive(Link)]`: one file per mistake they must reject,
+//! each with the exact compiler output in a `.stderr` beside it. (What they accept, compiled and
+//! run, is the host suite's `macro_forms` module: ordinary tests, so that trybuild only checks
+//! these files and never links one.)
 //!
 //! The kernel definitions refused at compile time, one file each in `ui/fail/`:
 //!
@@ -16,7 +18,7 @@
 //! | `kernel-code-unbalanced`        | preamble, loop_prep, after_loop checked as a body is |
 //!
 //! The misuses of `#[retain(..)]`'s `meta(..)` (an input's shape, dtype and device, without
-//! its data), one file each in `ui/fail/` (`ui/pass/retain-meta.rs` is the accepted form):
+//! its data), one file each in `ui/fail/` (`tests/host/macro_forms/retain_meta.rs` is the accepted form):
 //!
 //! | file                               | what is tried                                     |
 //! |------------------------------------|---------------------------------------------------|
@@ -31,7 +33,7 @@
 //! | `backward-meta-out-of-order`       | backward's parameters not in `#[retain]` order    |
 //!
 //! Backward parameters whose types the generated call cannot pass, each reported at the type
-//! with the accepted forms (`ui/pass/backward-parameter-forms.rs` has the accepted ones: full
+//! with the accepted forms (`tests/host/macro_forms/backward_parameter_forms.rs` has the accepted ones: full
 //! paths, lifetimes, `std::option::Option`, an alias of `Variable`):
 //!
 //! | file                                     | what is tried                                 |
@@ -66,6 +68,5 @@
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();
-    t.pass("ui/pass/*.rs");
     t.compile_fail("ui/fail/*.rs");
 }

@@ -42,7 +42,7 @@ use crate::signature::{ElementwiseSignature, Param, ParamType, ScalarType};
 
 mod half;
 
-pub use half::{half_prelude, BFLOAT16_PRELUDE, FLOAT16_PRELUDE, HALF_PRELUDE};
+pub use half::{BFLOAT16_PRELUDE, FLOAT16_PRELUDE, HALF_PRELUDE, half_prelude};
 
 /// How element offsets are found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -246,9 +246,9 @@ impl std::error::Error for CodegenError {
 /// use kusari_kernels::codegen::{generate, Indexing, IndexWidth};
 /// use kusari_kernels::ElementwiseSignature;
 /// let sig = ElementwiseSignature::new("float32 x", "float32 w", "").unwrap();
-/// let gen = |name, body| generate(name, &sig, body, &[], Indexing::Contiguous, IndexWidth::I32);
-/// assert!(gen("mul-add", "w = x;").unwrap_err().to_string().contains("`mul-add` is not a valid kernel name"));
-/// assert!(gen("k", "w = x; } }").unwrap_err().to_string().contains("`}` closes nothing"));
+/// let generated = |name, body| generate(name, &sig, body, &[], Indexing::Contiguous, IndexWidth::I32);
+/// assert!(generated("mul-add", "w = x;").unwrap_err().to_string().contains("`mul-add` is not a valid kernel name"));
+/// assert!(generated("k", "w = x; } }").unwrap_err().to_string().contains("`}` closes nothing"));
 /// ```
 pub fn generate(
     name: &str,
@@ -315,12 +315,12 @@ pub enum Aliasing {
 /// use kusari_kernels::{ElementwiseSignature, ScalarType};
 /// let sig = ElementwiseSignature::new("T x", "T w", "").unwrap();
 /// let types = [('T', ScalarType::Float32)];
-/// let gen = |a| {
+/// let generated = |a| {
 ///     generate_code_aliasing("scale", &sig, KernelCode::body("w = 2 * x;"), &types,
 ///                            Indexing::Contiguous, IndexWidth::I32, a).unwrap().source
 /// };
-/// assert!(gen(Aliasing::Distinct).contains("const T* __restrict__ _in_x"));
-/// assert!(gen(Aliasing::InPlace).contains("const T* _in_x"));
+/// assert!(generated(Aliasing::Distinct).contains("const T* __restrict__ _in_x"));
+/// assert!(generated(Aliasing::InPlace).contains("const T* _in_x"));
 /// ```
 pub fn generate_code_aliasing(
     name: &str,
@@ -348,10 +348,10 @@ pub fn generate_code_aliasing(
     let body = code.body;
     let mut used: Vec<char> = Vec::new();
     for (_, p) in sig.lists() {
-        if let ParamType::Placeholder(c) = p.ty {
-            if !used.contains(&c) {
-                used.push(c);
-            }
+        if let ParamType::Placeholder(c) = p.ty
+            && !used.contains(&c)
+        {
+            used.push(c);
         }
     }
     let mut typedefs = String::new();

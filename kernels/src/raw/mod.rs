@@ -28,10 +28,10 @@ mod source;
 
 pub use params::{CType, RawFunction, RawParam, RawParamType};
 pub use parse::parse_kernels;
-pub use source::{numbered_user_source, option_lines, raw_source, RawSourceError};
+pub use source::{RawSourceError, numbered_user_source, option_lines, raw_source};
 
 // Their former place, kept for one release (CHANGELOG.md).
 #[doc(hidden)]
 pub use crate::launch_limits::{
-    check_launch, MAX_BLOCK_DIMS, MAX_BLOCK_THREADS, MAX_DYNAMIC_SHARED_BYTES, MAX_GRID_DIMS,
+    MAX_BLOCK_DIMS, MAX_BLOCK_THREADS, MAX_DYNAMIC_SHARED_BYTES, MAX_GRID_DIMS, check_launch,
 };

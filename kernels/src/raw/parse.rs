@@ -195,19 +195,18 @@ fn aliases(toks: &[Token]) -> HashMap<String, Vec<String>> {
         match (&toks[i], toks.get(i + 1), toks.get(i + 2)) {
             (Token::Punct('#'), Some(Token::Word(d)), Some(Token::Word(name))) if d == "define" => {
                 let after_name = toks.get(i + 3);
-                if after_name != Some(&Token::Punct('(')) {
-                    if let Some((ws, _)) = words_until(i + 3, &|t| *t == Token::LineEnd) {
-                        if !ws.is_empty() {
-                            map.insert(name.clone(), ws);
-                        }
-                    }
+                if after_name != Some(&Token::Punct('('))
+                    && let Some((ws, _)) = words_until(i + 3, &|t| *t == Token::LineEnd)
+                    && !ws.is_empty()
+                {
+                    map.insert(name.clone(), ws);
                 }
             }
             (Token::Word(t), _, _) if t == "typedef" => {
-                if let Some((mut ws, _)) = words_until(i + 1, &|t| *t == Token::Punct(';')) {
-                    if let Some(name) = ws.pop().filter(|n| n != "*") {
-                        map.insert(name, ws);
-                    }
+                if let Some((mut ws, _)) = words_until(i + 1, &|t| *t == Token::Punct(';'))
+                    && let Some(name) = ws.pop().filter(|n| n != "*")
+                {
+                    map.insert(name, ws);
                 }
             }
             (Token::Word(u), Some(Token::Word(name)), Some(Token::Punct('='))) if u == "using" => {
@@ -286,18 +285,18 @@ fn parse_param(toks: &[Token], aliases: &HashMap<String, Vec<String>>) -> RawPar
     };
     // Expand aliases (a few levels: `#define real float_t`, `typedef float float_t;`).
     for _ in 0..4 {
-        if let [only] = &words[..] {
-            if let Some(expansion) = aliases.get(only) {
-                let mut expanded: Vec<String> = Vec::new();
-                for w in expansion {
-                    if w == "*" {
-                        depth += 1;
-                    } else if !QUALIFIERS.contains(&w.as_str()) {
-                        expanded.push(w.clone());
-                    }
+        if let [only] = &words[..]
+            && let Some(expansion) = aliases.get(only)
+        {
+            let mut expanded: Vec<String> = Vec::new();
+            for w in expansion {
+                if w == "*" {
+                    depth += 1;
+                } else if !QUALIFIERS.contains(&w.as_str()) {
+                    expanded.push(w.clone());
                 }
-                words = expanded;
             }
+            words = expanded;
         }
     }
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();

@@ -4,9 +4,9 @@
 use std::fmt::Write;
 
 use super::def::{ReduceType, ReductionDef};
-use super::plan::{rank_capacity, REDUCE_BLOCK};
+use super::plan::{REDUCE_BLOCK, rank_capacity};
 use crate::body::check_body;
-use crate::codegen::{c_type, half_prelude, CodegenError, KernelSource};
+use crate::codegen::{CodegenError, KernelSource, c_type, half_prelude};
 use crate::names::check_kernel_name;
 use crate::signature::{ElementwiseSignature, ParamType, ScalarType};
 
@@ -94,7 +94,7 @@ pub fn generate_reduction(
             return Err(CodegenError::ReduceType {
                 kernel: name.to_string(),
                 message,
-            })
+            });
         }
     };
     let ty = |p: &crate::signature::Param| match p.ty {
@@ -502,9 +502,10 @@ mod tests {
             }
         }
         assert_eq!(src.entry, "k__d4");
-        assert!(src
-            .source
-            .contains("extern \"C\" __global__ void k__combine("));
+        assert!(
+            src.source
+                .contains("extern \"C\" __global__ void k__combine(")
+        );
         assert!(src.source.contains("typedef double T;"));
         assert!(src.source.contains(
             "struct _Layout { long long nkept; long long nreduced; long long kept[4]; long long kept_strides[1][4]; long long reduced[4]; long long reduced_strides[1][4]; };"

@@ -379,10 +379,11 @@ mod tests {
         let s: &[usize] = &[2];
         assert_eq!(k.bind(&sig, &[(Float32, s)]).unwrap(), vec![('T', Float32)]);
         assert!(k.check_param_count(&sig, 1).is_ok());
-        assert!(k
-            .check_param_count(&sig, 0)
-            .unwrap_err()
-            .to_string()
-            .contains("0 scalar parameter(s) given"));
+        assert!(
+            k.check_param_count(&sig, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("0 scalar parameter(s) given")
+        );
     }
 }

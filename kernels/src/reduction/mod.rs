@@ -53,5 +53,5 @@ mod plan;
 pub use codegen::{combine_entry, generate_reduction, reduce_entry};
 pub use def::{ReduceType, ReductionDef};
 pub use plan::{
-    coalesce, layout_words, rank_capacity, Coalesced, ReductionPlan, Strategy, REDUCE_BLOCK, WARP,
+    Coalesced, REDUCE_BLOCK, ReductionPlan, Strategy, WARP, coalesce, layout_words, rank_capacity,
 };

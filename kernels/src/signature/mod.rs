@@ -36,7 +36,7 @@ mod error;
 mod parse;
 
 pub(crate) use error::underline;
-pub use error::{SignatureError, RENDER_CONTEXT};
+pub use error::{RENDER_CONTEXT, SignatureError};
 pub use parse::parse_list;
 use parse::parse_list_partial;
 
@@ -197,19 +197,19 @@ impl ElementwiseSignature {
         let mut seen: HashMap<&str, SignatureList> = HashMap::with_capacity(sig.len());
         for (list, p) in sig.lists() {
             let mut name = p.name.chars();
-            if let (Some(c @ 'A'..='Z'), None) = (name.next(), name.next()) {
-                if used[letter(c)] {
-                    let e = NameError {
-                        name: p.name.clone(),
-                        role: NameRole::Param,
-                        problem: NameProblem::Placeholder,
-                    };
-                    errors.push(SignatureError {
-                        list,
-                        span: p.name_span.clone(),
-                        message: e.to_string(),
-                    });
-                }
+            if let (Some(c @ 'A'..='Z'), None) = (name.next(), name.next())
+                && used[letter(c)]
+            {
+                let e = NameError {
+                    name: p.name.clone(),
+                    role: NameRole::Param,
+                    problem: NameProblem::Placeholder,
+                };
+                errors.push(SignatureError {
+                    list,
+                    span: p.name_span.clone(),
+                    message: e.to_string(),
+                });
             }
             match seen.entry(&p.name) {
                 Entry::Occupied(first) => errors.push(SignatureError {
@@ -227,16 +227,16 @@ impl ElementwiseSignature {
             }
         }
         for (list, p) in sig.lists() {
-            if let ParamType::Placeholder(c) = p.ty {
-                if !bound[letter(c)] {
-                    errors.push(SignatureError {
+            if let ParamType::Placeholder(c) = p.ty
+                && !bound[letter(c)]
+            {
+                errors.push(SignatureError {
                         list,
                         span: p.type_span.clone(),
                         message: format!(
                             "type placeholder `{c}` is bound by no array input: use it for an input, or give a concrete type"
                         ),
                     });
-                }
             }
         }
         if errors.is_empty() {
@@ -327,8 +327,10 @@ mod tests {
         assert!(errors("T x,, T y", "T w", "")[0].contains("empty parameter"));
         assert!(errors("T x", "", "")[0].contains("at least one output"));
         assert!(errors("T 1x", "T w", "")[0].contains("not a valid parameter name"));
-        assert!(errors("T x", "T x", "")[0]
-            .contains("duplicate parameter name `x` (already in inputs)"));
+        assert!(
+            errors("T x", "T x", "")[0]
+                .contains("duplicate parameter name `x` (already in inputs)")
+        );
     }
 
     /// Every name the generated C++ cannot use as a variable, in whichever list: one error, at
@@ -492,9 +494,11 @@ mod tests {
         assert_eq!(&src[sig.inputs[99_999].name_span.clone()], "x99999");
         let errs = ElementwiseSignature::new(&src, "T x99999", "").unwrap_err();
         assert_eq!(errs.len(), 1);
-        assert!(errs[0]
-            .message
-            .contains("duplicate parameter name `x99999`"));
+        assert!(
+            errs[0]
+                .message
+                .contains("duplicate parameter name `x99999`")
+        );
     }
 
     /// 5·10^4 empty parameters: one error each, each at its own comma (they all pointed at the

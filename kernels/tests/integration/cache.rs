@@ -118,7 +118,7 @@ fn concurrent_writers_in_several_processes_do_not_corrupt_entries() {
     let payload =
         |k: usize| -> Vec<u8> { (0..64 * 1024).map(|i| ((i * 31 + k) % 251) as u8).collect() };
     if let Some(dir) = crate::child_dir() {
-        let cache = BinaryCache::new(Some(PathBuf::from(dir)));
+        let cache = BinaryCache::new(Some(dir));
         std::thread::scope(|s| {
             for t in 0..4 {
                 let cache = &cache;

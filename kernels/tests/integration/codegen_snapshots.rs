@@ -2,8 +2,8 @@
 //! intended change to the generator, run with `KUSARI_BLESS=1` and review the diff.
 
 use kusari_kernels::codegen::{
-    c_type, generate, CodegenError, IndexWidth, Indexing, BFLOAT16_PRELUDE, FLOAT16_PRELUDE,
-    HALF_PRELUDE,
+    BFLOAT16_PRELUDE, CodegenError, FLOAT16_PRELUDE, HALF_PRELUDE, IndexWidth, Indexing, c_type,
+    generate,
 };
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 

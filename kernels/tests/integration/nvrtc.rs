@@ -3,10 +3,10 @@
 #![cfg(feature = "nvrtc")]
 
 use kusari_kernels::cache::BinaryCache;
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::codegen::{IndexWidth, Indexing, KernelSource, generate};
 use kusari_kernels::compile::{
-    compile_binary, compile_binary_cached, compile_ptx, compile_ptx_cached, nvrtc_available,
-    supported_archs, target_for, CompileError, Target, ELF_MAGIC,
+    CompileError, ELF_MAGIC, Target, compile_binary, compile_binary_cached, compile_ptx,
+    compile_ptx_cached, nvrtc_available, supported_archs, target_for,
 };
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
@@ -18,7 +18,9 @@ fn nvrtc_or_skip(test: &str) -> bool {
         !kusari_kernels::env::require_nvrtc(),
         "{test}: KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
     );
-    eprintln!("SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)");
+    eprintln!(
+        "SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)"
+    );
     false
 }
 

@@ -5,9 +5,9 @@
 //! `KUSARI_REQUIRE_NVRTC=1`.
 #![cfg(feature = "nvrtc")]
 
-use kusari_kernels::compile::{compile_ptx, nvrtc_available, CompileError};
-use kusari_kernels::reduction::{combine_entry, generate_reduction, ReductionDef};
 use kusari_kernels::ScalarType;
+use kusari_kernels::compile::{CompileError, compile_ptx, nvrtc_available};
+use kusari_kernels::reduction::{ReductionDef, combine_entry, generate_reduction};
 
 fn nvrtc_or_skip(test: &str) -> bool {
     if nvrtc_available() {
@@ -17,7 +17,9 @@ fn nvrtc_or_skip(test: &str) -> bool {
         !kusari_kernels::env::require_nvrtc(),
         "{test}: KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
     );
-    eprintln!("SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)");
+    eprintln!(
+        "SKIPPED {test}: NVRTC is not installed (pip install nvidia-cuda-nvrtc; add nvidia/cu13/lib to LD_LIBRARY_PATH)"
+    );
     false
 }
 

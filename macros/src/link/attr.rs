@@ -4,7 +4,7 @@
 
 use syn::{Attribute, Path};
 
-use crate::attr::{crate_path, unknown_key, Once};
+use crate::attr::{Once, crate_path, unknown_key};
 use crate::ctxt::Ctxt;
 use crate::kw;
 

@@ -2,9 +2,9 @@
 //! scalars) before each op of [`crate::op`] goes to the storage.
 
 use crate::cpu::map1;
-use crate::dtype::{with_float_dtype, Element};
+use crate::dtype::{Element, with_float_dtype};
 use crate::error::{Error, Result};
-use crate::layout::{broadcast_shapes, Layout, Shape};
+use crate::layout::{Layout, Shape, broadcast_shapes};
 use crate::op::{
     Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, FloatBinaryOp, FloatUnaryOp, Greater, GreaterEqual,
     Less, LessEqual, Log, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Sigmoid, Sqrt, Sub, Tanh,

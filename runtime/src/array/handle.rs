@@ -3,7 +3,7 @@
 //! alive. The operations are in the sibling files.
 
 use crate::cpu::{CpuRef, CpuStorage};
-use crate::dtype::{with_dtype, Element};
+use crate::dtype::{Element, with_dtype};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::random::Rng;

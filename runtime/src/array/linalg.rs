@@ -1,7 +1,7 @@
 //! Matrix products.
 
 use crate::error::{Error, Result};
-use crate::layout::{broadcast_shapes, Layout};
+use crate::layout::{Layout, broadcast_shapes};
 use crate::op::NUMERIC;
 use crate::{Array, DType};
 

@@ -1,7 +1,7 @@
 //! Operators on arrays (see `ops_macros`).
 
-use crate::ops_macros::impl_arith_ops;
 use crate::Array;
+use crate::ops_macros::impl_arith_ops;
 
 impl_arith_ops!(Array);
 

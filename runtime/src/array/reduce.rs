@@ -1,8 +1,8 @@
 //! Reductions over axes: sum, mean, max, min.
 
 use crate::error::{Error, Result};
-use crate::layout::{normalize_axes, Layout};
-use crate::op::{Reduction, FLOATING};
+use crate::layout::{Layout, normalize_axes};
+use crate::op::{FLOATING, Reduction};
 use crate::{Array, DType};
 
 use super::elementwise::unsupported;

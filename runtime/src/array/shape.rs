@@ -1,8 +1,8 @@
 //! Shape manipulation: views where the layout allows, copies only where it must.
 
-use crate::error::{Error, Result};
-use crate::layout::{normalize_axes, normalize_axis, Layout};
 use crate::Array;
+use crate::error::{Error, Result};
+use crate::layout::{Layout, normalize_axes, normalize_axis};
 
 impl Array {
     /// The same elements in `shape`. A view when the array is contiguous, a copy otherwise.

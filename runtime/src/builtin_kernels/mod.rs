@@ -13,8 +13,8 @@ use kusari_kernels::ElementwiseDef;
 use crate::dtype::DType;
 use crate::op::{
     Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, FloatBinaryOp, FloatUnaryOp, Greater, GreaterEqual,
-    Less, LessEqual, Log, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Sigmoid, Sqrt, Sub, Tanh,
-    UnaryOp, MUL_ADD_CUDA, POW_SCALAR_CUDA, WHERE_CUDA,
+    Less, LessEqual, Log, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg, NotEqual, POW_SCALAR_CUDA, Pow,
+    Sigmoid, Sqrt, Sub, Tanh, UnaryOp, WHERE_CUDA,
 };
 
 pub(crate) fn binary_kernel<O: BinaryOp>() -> ElementwiseDef {

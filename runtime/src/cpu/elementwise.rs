@@ -10,8 +10,8 @@ use std::mem::MaybeUninit;
 use ndarray::{ArrayViewMutD, IxDyn, Zip};
 use rayon::prelude::*;
 
-use super::pool::Result;
 use super::CpuRef;
+use super::pool::Result;
 use crate::dtype::Element;
 
 /// Element count from which elementwise work is split across threads.

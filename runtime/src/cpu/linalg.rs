@@ -3,8 +3,8 @@
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgScalar};
 
-use super::pool::Result;
 use super::CpuRef;
+use super::pool::Result;
 use crate::dtype::Element;
 
 /// `a @ b` for operands already shaped `batch + [n, k]` and `batch + [k, m]` (broadcast batch

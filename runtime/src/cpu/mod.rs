@@ -8,7 +8,7 @@ pub(crate) mod pool;
 mod reduce;
 mod storage;
 
-pub(crate) use elementwise::{map1, zip2, zip3, PAR_MIN};
+pub(crate) use elementwise::{PAR_MIN, map1, zip2, zip3};
 pub(crate) use linalg::matmul;
 pub(crate) use reduce::{into_c_vec, reduce};
 pub(crate) use storage::{CpuRef, CpuStorage};

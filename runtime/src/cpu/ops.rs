@@ -4,15 +4,15 @@
 use ndarray::LinalgScalar;
 use num_traits::Float as _;
 
-use super::{map1, matmul, reduce, zip2, zip3, CpuRef, CpuStorage};
-use crate::dtype::{with_dtype, with_float_dtype, with_num_dtype, Element, NumElement as _};
+use super::{CpuRef, CpuStorage, map1, matmul, reduce, zip2, zip3};
+use crate::DType;
+use crate::dtype::{Element, NumElement as _, with_dtype, with_float_dtype, with_num_dtype};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::op::{
-    unsupported, BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp, FLOATING,
-    NUMERIC,
+    BinaryOp, CmpOp, FLOATING, FloatBinaryOp, FloatUnaryOp, NUMERIC, Reduction, UnaryOp,
+    unsupported,
 };
-use crate::DType;
 
 impl CpuStorage {
     /// A typed reference to the buffer with `layout`, or an error naming `op` when `T` is not

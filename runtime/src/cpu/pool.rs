@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use crate::Device;
 use crate::dtype::Element;
 use crate::error::Error;
 use crate::sync::lock;
-use crate::Device;
 
 /// A host allocation that could not be made: the op and the bytes it asked for. Kept small
 /// (the cpu layer returns it beside every buffer); `?` turns it into [`Error::OutOfMemory`].
@@ -81,14 +81,13 @@ fn alloc_large<T: Copy + Send + 'static>(
     check_host_bytes(op, bytes)?;
     {
         let mut pool = lock(&POOL);
-        if let Some(p) = pool.as_mut() {
-            if let Some(list) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n)) {
-                if let Some(buf) = list.pop() {
-                    p.bytes -= bytes;
-                    if let Ok(v) = buf.downcast::<Vec<T>>() {
-                        return Ok(*v);
-                    }
-                }
+        if let Some(p) = pool.as_mut()
+            && let Some(list) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n))
+            && let Some(buf) = list.pop()
+        {
+            p.bytes -= bytes;
+            if let Ok(v) = buf.downcast::<Vec<T>>() {
+                return Ok(*v);
             }
         }
     }

@@ -17,21 +17,21 @@ pub(crate) fn reduce<T: NumElement>(
     axes: &[usize],
     kind: Reduction,
 ) -> Result<Vec<T>> {
-    if axes.len() == a.shape().len() {
-        if let Some(s) = a.contiguous() {
-            let fold = |chunk: &[T]| {
-                chunk
-                    .iter()
-                    .fold(kind.identity(), |acc, &x| kind.combine(acc, x))
-            };
-            let total = if s.len() >= PAR_MIN {
-                let parts: Vec<T> = s.par_chunks(PAR_MIN).map(fold).collect();
-                fold(&parts)
-            } else {
-                fold(s)
-            };
-            return Ok(vec![total]);
-        }
+    if axes.len() == a.shape().len()
+        && let Some(s) = a.contiguous()
+    {
+        let fold = |chunk: &[T]| {
+            chunk
+                .iter()
+                .fold(kind.identity(), |acc, &x| kind.combine(acc, x))
+        };
+        let total = if s.len() >= PAR_MIN {
+            let parts: Vec<T> = s.par_chunks(PAR_MIN).map(fold).collect();
+            fold(&parts)
+        } else {
+            fold(s)
+        };
+        return Ok(vec![total]);
     }
     if a.layout.size() == 0 {
         // An empty input: every output element is the identity (only sums reach here; an

@@ -2,10 +2,10 @@
 //! dropped) and [`CpuRef`] (a typed, borrowed buffer and its layout).
 
 use super::pool::{self};
-use crate::dtype::take_as;
-use crate::dtype::Element;
-use crate::layout::Layout;
 use crate::DType;
+use crate::dtype::Element;
+use crate::dtype::take_as;
+use crate::layout::Layout;
 use half::{bf16, f16};
 use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder};
 use std::any::Any;

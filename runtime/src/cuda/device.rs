@@ -6,10 +6,10 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use super::driver::{driver, Backend, DriverResult};
+use super::driver::{Backend, DriverResult, driver};
+use crate::Device;
 use crate::device::DeviceProperties;
 use crate::error::{Error, Result};
-use crate::Device;
 
 /// One CUDA device as kusari uses it: what its driver gives, and the properties launches need.
 pub(crate) struct CudaDevice {

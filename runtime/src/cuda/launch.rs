@@ -11,18 +11,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::codegen::{
-    generate_code_aliasing, Aliasing, IndexWidth, Indexing, KernelSource,
+    Aliasing, IndexWidth, Indexing, KernelSource, generate_code_aliasing,
 };
-use kusari_kernels::compile::{global_cache, Target};
+use kusari_kernels::compile::{Target, global_cache};
 use kusari_kernels::grid::launch_config;
 use kusari_kernels::upload::UploadCache;
 use kusari_kernels::{ElementwiseDef, ElementwiseSignature, KernelStats, ScalarType};
 
-use super::device::{device, CudaDevice};
+use super::device::{CudaDevice, device};
 use super::driver::{Backend, BinaryTarget, Function, Module};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
-use crate::launch_plan::{aliasing_of, plan, LaunchArgs, Operand};
+use crate::launch_plan::{LaunchArgs, Operand, aliasing_of, plan};
 use crate::layout::Layout;
 use crate::scalar::Scalar;
 use crate::{DType, Device};

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::device::CudaDevice;
 use super::driver::DevicePtr;
-use crate::error::{Error, Result};
 use crate::DType;
+use crate::error::{Error, Result};
 
 /// An array's buffer on a CUDA device: `len` elements of `dtype`.
 pub(crate) struct CudaStorage {
@@ -49,7 +49,7 @@ impl CudaStorage {
                     op: format!("allocate {len} x {dtype}"),
                     device: crate::Device::Cuda(device.ordinal),
                     bytes,
-                })
+                });
             }
             r => device.check(r, || {
                 format!("allocate {bytes} bytes on cuda:{}", device.ordinal)

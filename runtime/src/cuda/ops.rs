@@ -7,27 +7,27 @@ use std::ops::Deref;
 
 use kusari_kernels::{ElementwiseDef, ReductionDef};
 
-use super::device::{device, CudaDevice};
+use super::device::{CudaDevice, device};
 use super::driver::{Gemm, GemmType};
-use super::launch::{launch_builtin, launch_on, CudaRef};
+use super::launch::{CudaRef, launch_builtin, launch_on};
 use super::memory::CudaStorage;
 use super::reduction_launch::launch_reduction_on;
+use crate::DType;
 use crate::builtin_kernels::reductions::{MAX, MIN, SUM, SUM_INT32, SUM_INT64};
 use crate::builtin_kernels::{
-    binary_kernel, cast_kernel, compare_kernel, fill_kernel, float_binary_kernel,
-    float_unary_kernel, scalar_kernel, unary_kernel, COPY, GREATER_SCALAR, MATMUL, MUL_ADD,
-    POW_SCALAR, WHERE,
+    COPY, GREATER_SCALAR, MATMUL, MUL_ADD, POW_SCALAR, WHERE, binary_kernel, cast_kernel,
+    compare_kernel, fill_kernel, float_binary_kernel, float_unary_kernel, scalar_kernel,
+    unary_kernel,
 };
 use crate::cpu::CpuStorage;
-use crate::dtype::{with_dtype, Element};
+use crate::dtype::{Element, with_dtype};
 use crate::error::{Error, Result};
 use crate::launch_plan::LaunchArgs;
 use crate::layout::Layout;
 use crate::op::{
-    require_float, require_numeric, unsupported, BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp,
-    Reduction, UnaryOp,
+    BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp, require_float,
+    require_numeric, unsupported,
 };
-use crate::DType;
 
 /// The bytes of a typed slice (every `Element` is a plain value without padding).
 fn as_bytes<T: Element>(v: &[T]) -> &[u8] {

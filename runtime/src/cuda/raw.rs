@@ -5,16 +5,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kusari_kernels::CompileError;
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::raw::numbered_user_source;
-use kusari_kernels::CompileError;
 
-use super::device::device;
-use super::launch::{launch_source, KernelArgs, Loaded};
 use super::CudaRef;
+use super::device::device;
+use super::launch::{KernelArgs, Loaded, launch_source};
+use crate::Device;
 use crate::error::{Error, Result};
 use crate::launch_plan::RawArg;
-use crate::Device;
 
 /// A raw kernel's function, loaded once per device.
 #[derive(Default)]

@@ -11,13 +11,13 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::reduction::{
-    coalesce, combine_entry, generate_reduction, layout_words, rank_capacity, ReduceType,
-    ReductionDef, ReductionPlan, REDUCE_BLOCK, WARP,
+    REDUCE_BLOCK, ReduceType, ReductionDef, ReductionPlan, WARP, coalesce, combine_entry,
+    generate_reduction, layout_words, rank_capacity,
 };
 use kusari_kernels::{ParamType, ScalarType};
 
 use super::device::device;
-use super::launch::{launch_source, CudaRef, KernelArgs, Loaded};
+use super::launch::{CudaRef, KernelArgs, Loaded, launch_source};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
 use crate::scalar::Scalar;

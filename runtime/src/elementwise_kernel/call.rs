@@ -7,10 +7,10 @@ use kusari_kernels::{ElementwiseDef, ParamType, ScalarType};
 
 use super::ElementwiseKernel;
 use crate::error::{Error, Result};
-use crate::launch_plan::{plan, source_for, LaunchArgs, LaunchPlan, Operand};
+use crate::launch_plan::{LaunchArgs, LaunchPlan, Operand, plan, source_for};
 use crate::layout::Layout;
 use crate::storage::Storage;
-use crate::{default_device, Array, DType, Device, Scalar};
+use crate::{Array, DType, Device, Scalar, default_device};
 
 /// One argument of a kernel launch: an array or a scalar.
 ///

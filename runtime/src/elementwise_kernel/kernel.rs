@@ -206,8 +206,8 @@ pub fn array_kernels() -> Vec<(ElementwiseKernel, &'static [DType])> {
 mod tests {
     use super::*;
     use crate::Error;
-    use kusari_kernels::codegen::{generate, IndexWidth, Indexing};
     use kusari_kernels::ParamType;
+    use kusari_kernels::codegen::{IndexWidth, Indexing, generate};
 
     const K: ElementwiseKernel =
         ElementwiseKernel::new("k", "T x, U y, float32 s", "T w", "T alpha", "w = x;");
@@ -315,11 +315,12 @@ mod tests {
     fn launch_checks_arguments_then_reports_no_cuda() {
         let a = Array::zeros(&[2], DType::F32).unwrap();
         let k = ElementwiseKernel::new("k", "T x", "T w", "T alpha", "w = x * alpha;");
-        assert!(k
-            .launch(&[&a], &[])
-            .unwrap_err()
-            .to_string()
-            .contains("0 scalar parameter(s) given"));
+        assert!(
+            k.launch(&[&a], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("0 scalar parameter(s) given")
+        );
         assert!(matches!(
             k.launch(&[&a], &[2.0.into()]),
             Err(Error::CudaUnavailable { .. })

@@ -12,4 +12,4 @@ mod call;
 mod kernel;
 
 pub use call::{KernelArg, KernelCall};
-pub use kernel::{array_kernels, ElementwiseKernel};
+pub use kernel::{ElementwiseKernel, array_kernels};

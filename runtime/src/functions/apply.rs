@@ -1,9 +1,9 @@
 //! How the functions apply their nodes: [`apply1`] for a single-output node, and [`only`] for
 //! its one output gradient in `backward`; [`needed`] for a gradient computed only when asked for.
 
-use crate::error::Result;
-use crate::graph::{apply, FunctionNode};
 use crate::Variable;
+use crate::error::Result;
+use crate::graph::{FunctionNode, apply};
 
 /// Applies a single-output function and returns its output.
 pub(crate) fn apply1(f: impl FunctionNode, inputs: &[&Variable]) -> Result<Variable> {

@@ -3,7 +3,7 @@
 
 use super::{needed, sum_to};
 use crate::error::Result;
-use crate::{function_node, Array, InputMeta, Variable};
+use crate::{Array, InputMeta, Variable, function_node};
 
 /// `a + b`, broadcasting.
 pub struct Add;

@@ -3,7 +3,7 @@
 use super::{apply1, only};
 use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{function_node, Array, DType, InputMeta, Variable};
+use crate::{Array, DType, InputMeta, Variable, function_node};
 
 /// The same elements in another shape (the node of [`reshape`]).
 struct Reshape {

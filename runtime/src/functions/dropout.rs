@@ -3,7 +3,7 @@
 use super::mul;
 use crate::error::{Error, Result};
 use crate::random::with_default_rng;
-use crate::{config, function_node, Array, DType, Variable};
+use crate::{Array, DType, Variable, config, function_node};
 
 /// Multiplies by a fixed mask (already scaled by `1 / (1 - ratio)`).
 struct Dropout {

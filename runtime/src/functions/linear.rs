@@ -3,7 +3,7 @@
 use super::{apply1, matmul as matmul_fn, only, reshape, sum_axes, sum_to, transpose};
 use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
-use crate::{function_node, Array, Variable};
+use crate::{Array, Variable, function_node};
 
 type Grads = Result<Vec<Option<Variable>>>;
 

@@ -2,7 +2,7 @@
 
 use super::{exp, mul, mul_scalar, neg, sub, sum, sum_axes};
 use crate::error::{Error, Result};
-use crate::{function_node, Array, DType, InputMeta, Variable};
+use crate::{Array, DType, InputMeta, Variable, function_node};
 
 /// `log(softmax(x))` along an axis.
 struct LogSoftmax {
@@ -139,7 +139,7 @@ fn check_labels(op: &'static str, x: &Variable, t: &Array) -> Result<Vec<i64>> {
     if let Some((i, &bad)) = labels
         .iter()
         .enumerate()
-        .find(|(_, &l)| l < -1 || l >= classes)
+        .find(|&(_, &l)| l < -1 || l >= classes)
     {
         return Err(Error::InvalidArgument {
             op: op.to_string(),

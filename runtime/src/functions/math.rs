@@ -2,7 +2,7 @@
 //! its forward the array operation of the same name (on every device).
 
 use crate::error::Result;
-use crate::{function_node, Array, Variable};
+use crate::{Array, Variable, function_node};
 
 use super::{div, mul, mul_scalar, needed, rsub_scalar, sum_to};
 

@@ -21,18 +21,18 @@ mod reduction;
 
 pub(crate) use apply::{apply1, needed, only};
 pub use arithmetic::{
-    add, add_scalar, div, div_scalar, maximum, mul, mul_scalar, neg, pow_scalar, rdiv_scalar,
-    rsub_scalar, sub, sub_scalar, where_,
-};
-pub use arithmetic::{
     Add, AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, PowConstant, Sub,
     SubFromConstant,
+};
+pub use arithmetic::{
+    add, add_scalar, div, div_scalar, maximum, mul, mul_scalar, neg, pow_scalar, rdiv_scalar,
+    rsub_scalar, sub, sub_scalar, where_,
 };
 pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
 pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{
-    exp, log, pow, relu, sigmoid, sqrt, tanh, Exp, Log, Pow, Relu, Sigmoid, Sqrt, Tanh,
+    Exp, Log, Pow, Relu, Sigmoid, Sqrt, Tanh, exp, log, pow, relu, sigmoid, sqrt, tanh,
 };
 pub use reduction::{max, max_axes, mean, mean_axes, min, min_axes, sum, sum_axes};

@@ -3,7 +3,7 @@
 use super::{broadcast_to, mul, mul_scalar, reshape};
 use crate::error::Result;
 use crate::layout::normalize_axes;
-use crate::{function_node, Array, InputMeta, Variable};
+use crate::{Array, InputMeta, Variable, function_node};
 
 /// The input shape with reduced axes kept as length 1.
 fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {

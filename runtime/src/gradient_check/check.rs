@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 
 use crate::config;
 use crate::error::{Error, Result};
-use crate::graph::{grad, GradOptions};
+use crate::graph::{GradOptions, grad};
 use crate::random::Rng;
 use crate::{Array, DType, Variable};
 
-use super::numerical::*;
 use super::IntoOutputs;
+use super::numerical::*;
 
 /// Options of [`check_backward`] and [`check_double_backward`], with Chainer's defaults and
 /// builder-style setters.

@@ -28,6 +28,6 @@ mod numerical;
 mod outputs;
 
 pub use allclose::{allclose, assert_allclose};
-pub use check::{check_backward, check_double_backward, CheckOptions};
-pub use numerical::{numerical_grad, numerical_grad_with, NumericalGradOptions};
+pub use check::{CheckOptions, check_backward, check_double_backward};
+pub use numerical::{NumericalGradOptions, numerical_grad, numerical_grad_with};
 pub use outputs::IntoOutputs;

@@ -273,15 +273,15 @@ impl<'a> Engine<'a> {
     }
 
     fn push_creator(&mut self, node: &Arc<VarNode>) {
-        if let Some(f) = node.creator() {
-            if self.s.queued.insert(Arc::as_ptr(&f)) {
-                let seq = self.s.queued.len();
-                self.s.heap.push(Pending {
-                    rank: f.rank,
-                    seq,
-                    func: f,
-                });
-            }
+        if let Some(f) = node.creator()
+            && self.s.queued.insert(Arc::as_ptr(&f))
+        {
+            let seq = self.s.queued.len();
+            self.s.heap.push(Pending {
+                rank: f.rank,
+                seq,
+                func: f,
+            });
         }
     }
 
@@ -339,12 +339,12 @@ impl<'a> Engine<'a> {
                 } else {
                     self.s.grads.remove(&key(&n)).map(|(_, g)| g)
                 };
-                if self.retain_grad {
-                    if let Some(g) = &g {
-                        let mut state = lock(&n.grad);
-                        if n.has_handles() {
-                            state.grad = Some(g.clone());
-                        }
+                if self.retain_grad
+                    && let Some(g) = &g
+                {
+                    let mut state = lock(&n.grad);
+                    if n.has_handles() {
+                        state.grad = Some(g.clone());
                     }
                 }
                 g

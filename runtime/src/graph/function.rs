@@ -6,11 +6,11 @@
 
 use std::borrow::Cow;
 
-use super::function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+use super::function_node::{BackwardContext, ForwardContext, FunctionNode, apply};
 use super::node::Variable;
+use crate::Array;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::Array;
 
 /// An old-style function: array-level `forward` and `backward` (Chainer's `Function`).
 ///

@@ -459,14 +459,14 @@ fn apply_with<F: FunctionNode>(
     inputs: &[&Variable],
     arrays: &[Array],
 ) -> Result<Vec<Variable>> {
-    if let Some(first) = arrays.first() {
-        if let Some(other) = arrays.iter().find(|a| a.device() != first.device()) {
-            return Err(Error::DeviceMismatch {
-                op: function.label().into_owned(),
-                lhs: first.device(),
-                rhs: other.device(),
-            });
-        }
+    if let Some(first) = arrays.first()
+        && let Some(other) = arrays.iter().find(|a| a.device() != first.device())
+    {
+        return Err(Error::DeviceMismatch {
+            op: function.label().into_owned(),
+            lhs: first.device(),
+            rhs: other.device(),
+        });
     }
     let mut ctx = ForwardContext::default();
     let outputs = function

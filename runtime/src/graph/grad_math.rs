@@ -8,10 +8,10 @@
 
 use std::borrow::Cow;
 
-use super::function_node::{apply, BackwardContext, ForwardContext, FunctionNode};
+use super::function_node::{BackwardContext, ForwardContext, FunctionNode, apply};
 use super::node::Variable;
-use crate::error::Result;
 use crate::Array;
+use crate::error::Result;
 
 /// `a + b` for two gradients of one variable. They have the variable's shape, dtype and device
 /// (the backward pass checks every gradient against its variable), so nothing broadcasts.

@@ -19,7 +19,7 @@ mod host_fallback;
 mod node;
 mod variable;
 
-pub use backward::{grad, BackwardOptions, GradOptions, GradOutputs};
+pub use backward::{BackwardOptions, GradOptions, GradOutputs, grad};
 pub use function::Function;
-pub use function_node::{apply, BackwardContext, ForwardContext, FunctionNode, InputMeta};
+pub use function_node::{BackwardContext, ForwardContext, FunctionNode, InputMeta, apply};
 pub use node::Variable;

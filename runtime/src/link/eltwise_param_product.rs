@@ -1,7 +1,7 @@
 //! The tutorial's first link: an elementwise product with a learnt array.
 
-use super::initializers::{Initializer, Normal};
 use super::Parameter;
+use super::initializers::{Initializer, Normal};
 use crate::error::Result;
 use crate::{DType, Link, Variable};
 

@@ -7,7 +7,7 @@
 //! that need them return an error.
 
 use crate::error::{Error, Result};
-use crate::random::{with_default_rng, Rng};
+use crate::random::{Rng, with_default_rng};
 use crate::{Array, DType};
 
 /// Produces a parameter's initial values for a shape and dtype (on the host).

@@ -2,11 +2,11 @@
 //! [`Linear`] that owns `W` and `b`, with `W`'s input size found at the first forward when it is
 //! not given.
 
-use super::initializers::{LeCunNormal, Zero};
 use super::Parameter;
+use super::initializers::{LeCunNormal, Zero};
 use crate::error::{Error, Result};
 use crate::functions::{linear, matmul, reshape, sum_axes, transpose};
-use crate::{function_node, Array, DType, Link, Variable};
+use crate::{Array, DType, Link, Variable, function_node};
 
 /// `y = x Wᵀ + b` for `x: (N, in)`, `W: (out, in)`, `b: (out,)`: the tutorial's
 /// `LinearFunction`, declared with `#[function_node]`. Its wrapper is [`linear_function`].
@@ -127,7 +127,7 @@ impl Linear {
                     "the input {:?} has {in_size} features per sample, but W {:?} was initialised for {expected} (a Linear's input size is fixed by its first input)",
                     x.shape(),
                     [self.out_size, expected]
-                )))
+                )));
             }
             Some(_) => {}
             None => self.W.initialize(&[self.out_size, in_size])?,

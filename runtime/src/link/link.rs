@@ -1,8 +1,8 @@
 //! [`Link`]: a model part that owns parameters and child links.
 
 use super::Parameter;
-use crate::error::Result;
 use crate::Device;
+use crate::error::Result;
 
 /// A model part that owns [`Parameter`]s and child links (Chainer's `Link` and `Chain`).
 ///

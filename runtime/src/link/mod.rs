@@ -14,9 +14,9 @@ mod serialize;
 
 pub use eltwise_param_product::EltwiseParamProduct;
 pub use field::LinkField;
-pub use linear::{linear_function, Linear, LinearFunction};
+pub use linear::{Linear, LinearFunction, linear_function};
 pub use link::Link;
 pub use parameter::Parameter;
 pub use serialize::{
-    load, load_from_bytes, load_from_bytes_with, load_with, save, save_to_bytes, LoadOptions,
+    LoadOptions, load, load_from_bytes, load_from_bytes_with, load_with, save, save_to_bytes,
 };

@@ -213,10 +213,10 @@ impl Parameter {
     pub fn to_device(&self, device: Device) -> Result<()> {
         crate::cuda::check_device(device, &format!("Parameter::to_device({device})"))?;
         let mut s = self.lock();
-        if let Some(v) = &s.var {
-            if v.device() != device {
-                s.var = Some(Variable::new(v.array().to_device(device)?));
-            }
+        if let Some(v) = &s.var
+            && v.device() != device
+        {
+            s.var = Some(Variable::new(v.array().to_device(device)?));
         }
         s.device = device;
         Ok(())

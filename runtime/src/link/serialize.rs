@@ -258,7 +258,7 @@ fn load_checkpoint(
                 op,
                 file,
                 msg: format!("not a valid safetensors file: {e}"),
-            })
+            });
         }
     };
     let params = link.named_params();

@@ -6,7 +6,7 @@
 //! -1, or an error for bool), and memory of one device is not memory of another.
 
 use kusari::prelude::*;
-use kusari::{cuda, ElementwiseKernel};
+use kusari::{ElementwiseKernel, cuda};
 
 use super::emulated;
 

@@ -6,7 +6,7 @@
 //! the strided variant, the same results).
 
 use kusari::prelude::*;
-use kusari::{using_device, Error, Scalar};
+use kusari::{Error, Scalar, using_device};
 use kusari_tests::launch_form_kernels::{
     AXPY, IOTA, MUL_PLUS_INDEX, MUL_PLUS_INDEX_ALL_AXES, RAW_PLUS, SGD_STEP, SHIFT_I64,
     SUM_AND_DIFF,

@@ -6,7 +6,7 @@
 
 use kusari::prelude::*;
 use kusari::{ElementwiseKernel, Error};
-use kusari_tests::code_part_kernels::{scaled_cube, ScaledCube, CUBE_PLUS, MEAN_SHARE, PAIR_SUMS};
+use kusari_tests::code_part_kernels::{CUBE_PLUS, MEAN_SHARE, PAIR_SUMS, ScaledCube, scaled_cube};
 use kusari_tests::{assert_close, uniform};
 
 use super::emulated;

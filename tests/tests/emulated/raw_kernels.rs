@@ -8,7 +8,7 @@
 use kusari::cuda::KernelStats;
 use kusari::kernels::compile::{compile_ptx, nvrtc_available};
 use kusari::prelude::*;
-use kusari::{cuda, Error, RawKernel, RawModule, Scalar};
+use kusari::{Error, RawKernel, RawModule, Scalar, cuda};
 use kusari_tests::run_test_in_child;
 
 use super::emulated;
@@ -640,8 +640,9 @@ fn source_and_name_mistakes_are_errors() {
         .unwrap_err();
     assert!(matches!(e, Error::InvalidKernel { .. }), "{e:?}");
     assert!(
-        e.to_string()
-            .contains("has no kernel `cube_all`; its `extern \"C\" __global__` kernels: square_all, scale_all"),
+        e.to_string().contains(
+            "has no kernel `cube_all`; its `extern \"C\" __global__` kernels: square_all, scale_all"
+        ),
         "{e}"
     );
     // A kernel without C linkage cannot be found by name in the compiled module.

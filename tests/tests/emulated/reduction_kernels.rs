@@ -6,12 +6,12 @@
 //! NVRTC compiles every kernel here and the softmax example's (a skip without NVRTC, unless
 //! `KUSARI_REQUIRE_NVRTC=1`).
 
-use kusari::kernels::codegen::{generate, IndexWidth, Indexing};
-use kusari::kernels::compile::{compile_ptx, nvrtc_available};
-use kusari::kernels::reduction::{generate_reduction, ReductionPlan, Strategy};
 use kusari::kernels::ScalarType;
+use kusari::kernels::codegen::{IndexWidth, Indexing, generate};
+use kusari::kernels::compile::{compile_ptx, nvrtc_available};
+use kusari::kernels::reduction::{ReductionPlan, Strategy, generate_reduction};
 use kusari::prelude::*;
-use kusari::{cuda, Error, ReductionDef, ReductionKernel, Scalar};
+use kusari::{Error, ReductionDef, ReductionKernel, Scalar, cuda};
 use kusari_tests::unravel;
 
 use super::emulated;

@@ -120,11 +120,7 @@ fn kernels_with_several_outputs_and_mixed_types() {
             .enumerate()
             .map(|(i, &xv)| {
                 let v = xv * scale + ks[i % 4] + shift + bias;
-                if flip != 0.0 {
-                    -v
-                } else {
-                    v
-                }
+                if flip != 0.0 { -v } else { v }
             })
             .collect();
         let twice: Vec<f64> = (0..12).map(|i| 2.0 * ks[i % 4]).collect();

@@ -29,7 +29,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kusari::cuda::{self, KernelStats};
 use kusari::prelude::*;
-use kusari::{config, default_device, random, using_device, ElementwiseKernel};
+use kusari::{ElementwiseKernel, config, default_device, random, using_device};
 use kusari_examples::muladd_kernel;
 use kusari_tests::{check_close, reduce};
 

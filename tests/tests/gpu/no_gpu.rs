@@ -5,7 +5,7 @@
 //! tests run everywhere.
 
 use kusari::prelude::*;
-use kusari::{config, cuda, default_device, using_device, ElementwiseKernel};
+use kusari::{ElementwiseKernel, config, cuda, default_device, using_device};
 use kusari_examples::muladd_kernel;
 use kusari_tests::{assert_close, uniform};
 

@@ -8,7 +8,7 @@
 use kusari::random::Rng;
 use kusari::{Array, DType, Result};
 use kusari_tests::{arr, assert_close, broadcast_pos, reduce, uniform, unravel};
-use ndarray::{s, Axis, ShapeBuilder};
+use ndarray::{Axis, ShapeBuilder, s};
 
 // ----- independent reference helpers -----
 
@@ -86,19 +86,11 @@ fn matmul_ref(a: &[f64], b: &[f64], n: usize, k: usize, m: usize) -> Vec<f64> {
 }
 
 fn max_f(a: f64, b: f64) -> f64 {
-    if a >= b {
-        a
-    } else {
-        b
-    }
+    if a >= b { a } else { b }
 }
 
 fn min_f(a: f64, b: f64) -> f64 {
-    if a <= b {
-        a
-    } else {
-        b
-    }
+    if a <= b { a } else { b }
 }
 
 // ----- constructors -----
@@ -760,7 +752,9 @@ fn arithmetic_broadcasts_like_numpy() -> Result<()> {
     assert_eq!(sum.shape(), &[3, 4]);
     assert_eq!(
         vals(&sum),
-        vec![1.0, 2.0, 3.0, 4.0, 11.0, 12.0, 13.0, 14.0, 21.0, 22.0, 23.0, 24.0]
+        vec![
+            1.0, 2.0, 3.0, 4.0, 11.0, 12.0, 13.0, 14.0, 21.0, 22.0, 23.0, 24.0
+        ]
     );
     let a = uniform(&[2, 3, 4], 1);
     let b = uniform(&[3, 1], 2).add_scalar(2.0)?; // in [1, 3): safe to divide by
@@ -1286,9 +1280,11 @@ fn batched_matmul_broadcasts_batch_axes() -> Result<()> {
     }
     assert_close(&a2.matmul(&b)?, &arr(&want, &[5, 3, 2]), 1e-14, 1e-14);
     // Mismatched batch or inner dimensions, 0-d operands, bools and mixed dtypes are errors.
-    assert!(uniform(&[2, 3, 4], 1)
-        .matmul(&uniform(&[3, 4, 2], 2))
-        .is_err());
+    assert!(
+        uniform(&[2, 3, 4], 1)
+            .matmul(&uniform(&[3, 4, 2], 2))
+            .is_err()
+    );
     assert!(a2.matmul(&uniform(&[3, 2], 2)).is_err());
     assert!(a2.matmul(&Array::scalar(1.0f64)).is_err());
     assert!(Array::scalar(1.0f64).matmul(&a2).is_err());

@@ -4,9 +4,9 @@
 //! A device *mismatch* between two arrays cannot be constructed in this build (there are no CUDA
 //! arrays yet), so `Error::DeviceMismatch` is not exercised here.
 
+use kusari::GradOptions;
 use kusari::config;
 use kusari::prelude::*;
-use kusari::GradOptions;
 use kusari_tests::arr;
 
 /// A float32 array of `shape` filled with `1, 2, 3, ...`.

@@ -8,8 +8,8 @@
 
 use kusari::functions as F;
 use kusari::{
-    config, grad, Array, BackwardContext, DType, ForwardContext, FunctionNode, GradOptions, Result,
-    Variable,
+    Array, BackwardContext, DType, ForwardContext, FunctionNode, GradOptions, Result, Variable,
+    config, grad,
 };
 use kusari_tests::{arr, assert_close, broadcast_pos, numerical_grad, uniform, unravel};
 
@@ -958,7 +958,7 @@ fn softmax_cross_entropy_is_the_mean_negative_log_likelihood() -> Result<()> {
     let picked: Vec<f64> = labels
         .iter()
         .enumerate()
-        .filter(|(_, &l)| l >= 0)
+        .filter(|&(_, &l)| l >= 0)
         .map(|(i, &l)| -ls[i * 3 + l as usize])
         .collect();
     let want = picked.iter().sum::<f64>() / picked.len() as f64;
@@ -1087,7 +1087,7 @@ fn faulty_exp(scale: f64, detach: bool) -> impl Fn(&[Variable]) -> Result<Variab
 
 #[test]
 fn the_gradient_checks_reject_wrong_gradients() -> Result<()> {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::panic::{AssertUnwindSafe, catch_unwind};
     let x = [uniform(&[2, 3], 190)];
     // The faithful version passes both checks.
     check_grad(&faulty_exp(1.0, false), &x)?;

@@ -6,8 +6,8 @@
 use std::slice::from_ref;
 
 use kusari::gradient_check::{
-    allclose, assert_allclose, check_backward, check_double_backward, numerical_grad,
-    numerical_grad_with, CheckOptions, NumericalGradOptions,
+    CheckOptions, NumericalGradOptions, allclose, assert_allclose, check_backward,
+    check_double_backward, numerical_grad, numerical_grad_with,
 };
 use kusari::prelude::*;
 use kusari::random;
@@ -33,11 +33,7 @@ fn away_from_zero(shape: &[usize], dtype: DType, seed: u64) -> Array {
     let v: Vec<f64> = (0..n)
         .map(|_| {
             let m = 0.2 + 0.8 * rng.next_f64();
-            if rng.next_f64() < 0.5 {
-                -m
-            } else {
-                m
-            }
+            if rng.next_f64() < 0.5 { -m } else { m }
         })
         .collect();
     arr(&v, shape, dtype)

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use kusari::{DType, ElementwiseKernel};
 use kusari_examples::{mlp_digits, muladd_kernel, muladd_kernel_float32};
-use kusari_kernels::codegen::{generate_code, IndexWidth, Indexing, KernelCode, KernelSource};
+use kusari_kernels::codegen::{IndexWidth, Indexing, KernelCode, KernelSource, generate_code};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
 use kusari_kernels::reduction::generate_reduction;
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
@@ -79,10 +79,10 @@ fn placeholders(k: &ElementwiseKernel) -> (ElementwiseSignature, Vec<char>) {
         .unwrap_or_else(|e| panic!("kernel {}: invalid signature: {e:?}", k.name));
     let mut used = Vec::new();
     for (_, p) in sig.lists() {
-        if let ParamType::Placeholder(c) = p.ty {
-            if !used.contains(&c) {
-                used.push(c);
-            }
+        if let ParamType::Placeholder(c) = p.ty
+            && !used.contains(&c)
+        {
+            used.push(c);
         }
     }
     (sig, used)
@@ -134,20 +134,22 @@ fn compile_all(jobs: &[Job], threads: usize) -> Vec<String> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(job) = jobs.get(i) else { break };
-                let outcome = compile_ptx(&job.src, job.arch).map_err(|e| e.to_string());
-                let problem = match outcome {
-                    Ok(ptx) if ptx.contains(&job.src.entry) => None,
-                    Ok(_) => Some(format!("the PTX lacks the entry {}", job.src.entry)),
-                    Err(e) => Some(e),
-                };
-                if let Some(p) = problem {
-                    failures
-                        .lock()
-                        .expect("failures")
-                        .push(format!("{}:\n{p}", job.what));
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let outcome = compile_ptx(&job.src, job.arch).map_err(|e| e.to_string());
+                    let problem = match outcome {
+                        Ok(ptx) if ptx.contains(&job.src.entry) => None,
+                        Ok(_) => Some(format!("the PTX lacks the entry {}", job.src.entry)),
+                        Err(e) => Some(e),
+                    };
+                    if let Some(p) = problem {
+                        failures
+                            .lock()
+                            .expect("failures")
+                            .push(format!("{}:\n{p}", job.what));
+                    }
                 }
             });
         }
@@ -190,9 +192,10 @@ fn kernels_with_a_preamble_loop_prep_and_after_loop_compile() {
         }
     }
     assert_eq!(jobs.len(), kernels.len() * 2 * VARIANTS.len() * ARCHS.len());
-    assert!(jobs
-        .iter()
-        .any(|j| j.src.source.contains("cube_plus_preamble")));
+    assert!(
+        jobs.iter()
+            .any(|j| j.src.source.contains("cube_plus_preamble"))
+    );
     let failures = compile_all(&jobs, 2);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

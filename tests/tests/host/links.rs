@@ -1,11 +1,11 @@
 //! Links and parameters: what `#[derive(Link)]` finds, `Linear`'s lazy initialisation, forward
 //! and gradients, gradient clearing, devices, and the initializers' statistics.
 
-use kusari::gradient_check::{check_backward, CheckOptions};
+use kusari::gradient_check::{CheckOptions, check_backward};
 use kusari::link::initializers::{
-    fans, Constant, GlorotUniform, HeNormal, Initializer, LeCunNormal, Normal, One, Uniform, Zero,
+    Constant, GlorotUniform, HeNormal, Initializer, LeCunNormal, Normal, One, Uniform, Zero, fans,
 };
-use kusari::link::{linear_function, EltwiseParamProduct, Linear};
+use kusari::link::{EltwiseParamProduct, Linear, linear_function};
 use kusari::prelude::*;
 use kusari_tests::{arr, assert_close, uniform};
 

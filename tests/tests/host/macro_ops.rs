@@ -126,7 +126,7 @@ fn muladd_in_every_form_matches_finite_differences_to_second_order() -> Result<(
 
 #[test]
 fn muladd_grad_has_two_outputs_and_its_own_gradients() -> Result<()> {
-    use muladd_kernel::{mul_add_grad, MulAddGrad};
+    use muladd_kernel::{MulAddGrad, mul_add_grad};
     let op: Op<'_> = &|v| {
         let (gx, gy) = mul_add_grad(v[0], v[1], v[2])?;
         Ok(vec![gx, gy])

@@ -12,6 +12,7 @@
 //! | `gradient_check` | finite differences and the gradient checkers |
 //! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
 //! | `macro_ops` | ops declared with `#[function_node]` |
+//! | `macro_forms` | every form `#[function_node]` and `#[derive(Link)]` accept, one module each |
 //! | `links`, `optimizers`, `serialize`, `train` | links, optimizers, checkpoints, the MLP example |
 //! | `kernel_sources` | every kernel kusari launches compiles with NVRTC |
 //! | `hostile` | what a careless or adversarial user does |
@@ -28,6 +29,7 @@ mod graph;
 mod hostile;
 mod kernel_sources;
 mod links;
+mod macro_forms;
 mod macro_ops;
 mod op_harness;
 mod optimizers;

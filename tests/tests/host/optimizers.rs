@@ -3,9 +3,9 @@
 //! whose gradients come from a backward pass of `Σ a·ca + Σ b·cb` (so `∇a = ca`, `∇b = cb`).
 
 use kusari::link::optimizers::{
-    Adam, GradientClipping, Hook, MomentumSGD, Optimizer, ParamGrad, WeightDecay, SGD,
+    Adam, GradientClipping, Hook, MomentumSGD, Optimizer, ParamGrad, SGD, WeightDecay,
 };
-use kusari::link::{initializers::Zero, Link, Parameter};
+use kusari::link::{Link, Parameter, initializers::Zero};
 use kusari::prelude::*;
 use kusari_tests::arr;
 

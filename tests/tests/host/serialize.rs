@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use half::{bf16, f16};
 use kusari::link::initializers::{Constant, HeNormal};
 use kusari::link::{
-    load, load_from_bytes, load_from_bytes_with, load_with, save, save_to_bytes, Linear,
-    LoadOptions,
+    Linear, LoadOptions, load, load_from_bytes, load_from_bytes_with, load_with, save,
+    save_to_bytes,
 };
 use kusari::prelude::*;
 use safetensors::tensor::{Dtype, SafeTensors};

@@ -3,11 +3,11 @@
 //! stated accuracy, dropout acts in training mode only, and the example's leaky ReLU has the right
 //! gradients and a CUDA kernel that compiles.
 
-use kusari::gradient_check::{check_backward, CheckOptions};
+use kusari::gradient_check::{CheckOptions, check_backward};
 use kusari::prelude::*;
 use kusari::{config, random};
-use kusari_examples::mlp_digits::{leaky_relu, train, LeakyRelu, Mlp};
 use kusari_examples::Digits;
+use kusari_examples::mlp_digits::{LeakyRelu, Mlp, leaky_relu, train};
 use kusari_kernels::compile::{compile_ptx, nvrtc_available};
 
 /// Five epochs instead of the example's twenty: 95.5% on the host; the example gets 97.2%.

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use kusari_kernels::cache::CacheKey;
 use kusari_kernels::codegen::KernelSource;
-use kusari_kernels::compile::{compile_binary_cached, global_cache, target_for, Target};
+use kusari_kernels::compile::{Target, compile_binary_cached, global_cache, target_for};
 
 use crate::device::DeviceProperties;
 use crate::env::CUDA_EMULATE as EMULATE_VAR;

@@ -2,9 +2,9 @@
 
 use super::gradient_method::{GradientMethod, UpdateRule};
 use super::{Hook, Optimizer};
+use crate::Array;
 use crate::error::{Error, Result};
 use crate::link::Link;
-use crate::Array;
 
 /// Adam (Chainer's `Adam`, from Kingma & Ba), with Chainer's bias correction folded into the
 /// step size. At step `t`, for each parameter with gradient `g`:

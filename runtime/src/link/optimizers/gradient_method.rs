@@ -5,10 +5,10 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use super::{Hook, ParamGrad};
+use crate::Array;
 use crate::error::{Error, Result};
 use crate::layout::first_difference;
 use crate::link::{Link, Parameter};
-use crate::Array;
 
 /// How one optimizer turns a parameter's values, gradient and state into new values.
 pub(super) trait UpdateRule {

@@ -2,9 +2,9 @@
 
 use super::Hook;
 use super::Link;
-use crate::error::Result;
 #[cfg(doc)]
 use crate::Array;
+use crate::error::Result;
 
 /// Updates a [`Link`]'s parameters from their gradients (Chainer's `Optimizer`).
 ///

@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 
 use kusari::{Array, DType, ElementwiseKernel, Error};
-use kusari_kernels::cache::{default_dir, BinaryCache, CacheKey};
-use kusari_kernels::codegen::{generate, IndexWidth, Indexing, KernelSource};
+use kusari_kernels::cache::{BinaryCache, CacheKey, default_dir};
+use kusari_kernels::codegen::{IndexWidth, Indexing, KernelSource, generate};
 use kusari_kernels::compile::{compile_ptx_cached, nvrtc_available};
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 

@@ -1,8 +1,8 @@
 //! Graphs are freed when their variables go, double backprop included; a function of very many
 //! inputs is applied and differentiated in time linear in their number.
 
-use kusari::prelude::*;
 use kusari::WeakArray;
+use kusari::prelude::*;
 
 /// One gradient-penalty-style step: y = sum(exp(x)), backward with double backprop (x.grad
 /// carries a graph through exp(x) back to x's node), then everything dropped.

@@ -1,7 +1,7 @@
 //! Half-precision means of many elements, and scalars an integer array cannot hold.
 
-use kusari::prelude::*;
 use kusari::Error;
+use kusari::prelude::*;
 
 /// float16 and bfloat16 means are summed and divided in float32 and rounded once: the mean of
 /// 100,000 ones is 1 (the float16 sum overflows at 65,504, and 100,000 itself is not a float16).

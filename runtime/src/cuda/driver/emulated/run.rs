@@ -11,7 +11,7 @@
 //!   the number of parameters, the width each was packed in against the width the kernel reads,
 //!   and that every pointer parameter addresses memory of the launching device.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::Arc;
 
 use rayon::prelude::*;

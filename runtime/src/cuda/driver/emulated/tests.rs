@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kusari_kernels::codegen::KernelSource;
 
-use crate::cuda::device::{device, CudaDevice};
-use crate::cuda::launch::{launch_source, KernelArgs, Loaded};
+use crate::cuda::device::{CudaDevice, device};
+use crate::cuda::launch::{KernelArgs, Loaded, launch_source};
 use crate::error::Error;
 
 /// Emulated device `ordinal`, or `None` after printing why the test skips (no C++ compiler; a
@@ -154,10 +154,11 @@ fn a_launch_after_a_failed_one_starts_its_threads_afresh() {
     let p = dev.backend.alloc(256 * 4).unwrap();
     for _ in 0..2 {
         let e = k.launch(&dev, 1, 256, &mut [p, 1], "maybe_divergent");
-        assert!(e
-            .unwrap_err()
-            .to_string()
-            .contains("not reached by every thread"));
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("not reached by every thread")
+        );
         k.launch(&dev, 1, 256, &mut [p, 0], "maybe_divergent")
             .unwrap();
         let want: Vec<f32> = (0..256).map(|t| t as f32 + 1.0).collect();

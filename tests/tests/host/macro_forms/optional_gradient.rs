@@ -28,7 +28,8 @@ impl Fork {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![3.0], &[1])?);
     let (a, _b) = fork(&x)?;
     a.backward()?;

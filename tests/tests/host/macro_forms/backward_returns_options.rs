@@ -15,7 +15,8 @@ impl Shift {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![1.0], &[1])?);
     let offset = Variable::new(Array::from_vec(vec![4.0], &[1])?);
     let y = shift(&x, &offset)?;

@@ -20,7 +20,8 @@ impl MulAdd {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let v = |a: f64| Variable::new(Array::full(&[1], a, DType::F64).unwrap());
     let w = muladd(&v(2.0), &v(3.0), &v(1.0))?;
     assert_eq!(w.array().to_vec::<f64>()?, [7.0]);

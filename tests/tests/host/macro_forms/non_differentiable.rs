@@ -12,7 +12,8 @@ impl Positive {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![-1.0, 2.0], &[2])?);
     let y = positive(&x)?;
     assert_eq!(y.array().to_vec::<f64>()?, [0.0, 1.0]);

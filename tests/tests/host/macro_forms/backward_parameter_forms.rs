@@ -34,7 +34,8 @@ impl ProdSum {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![2.0], &[1])?);
     let y = Variable::new(Array::from_vec(vec![5.0], &[1])?);
     let (p, s) = prod_sum(&x, &y)?;

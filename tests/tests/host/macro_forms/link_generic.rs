@@ -16,7 +16,8 @@ struct Tagged<'a, T> {
     tag: &'a T,
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let linear = |n| Linear::new(Some(n), n, true, DType::F64);
     let stack = Stack {
         layers: vec![linear(2)?, linear(3)?],
@@ -28,5 +29,9 @@ fn main() -> Result<()> {
     let paths: Vec<String> = stack.named_params().into_iter().map(|(p, _)| p).collect();
     assert_eq!(paths, ["/layers/0/W", "/layers/1/W", "/head/inner/W"]);
     assert_eq!(stack.count_params(), 4 + 9 + 1);
+    assert_eq!(
+        *stack.head.tag, "head",
+        "the skipped field is kept as it was"
+    );
     Ok(())
 }

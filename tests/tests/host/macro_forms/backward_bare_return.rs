@@ -28,7 +28,8 @@ impl First {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![4.0], &[1])?);
     let y = Variable::new(Array::from_vec(vec![9.0], &[1])?);
     let z = first(&identity(&x)?, &y)?;

@@ -24,7 +24,8 @@ fn block(gate: bool) -> Result<Block> {
     })
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let model = Model {
         encoder: block(true)?,
         blocks: vec![block(false)?, block(true)?],

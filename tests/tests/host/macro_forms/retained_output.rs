@@ -34,7 +34,8 @@ impl XExp {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![0.0, 1.0], &[2])?);
     let y = exp(&x)?;
     y.set_grad_array(Array::ones(&[2], DType::F64)?)?;

@@ -15,7 +15,8 @@ struct Dropout {
 #[derive(Link)]
 struct Identity;
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let d = Dropout {
         ratio: 0.5,
         name: "dropout".to_string(),

@@ -33,7 +33,8 @@ impl Product {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![2.0], &[1])?);
     let y = Variable::constant(Array::from_vec(vec![7.0], &[1])?);
     let z = product(&x, &y)?;

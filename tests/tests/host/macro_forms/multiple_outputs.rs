@@ -27,7 +27,8 @@ fn var(values: &[f64]) -> Result<Variable> {
     )?))
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let (x, y) = (var(&[5.0])?, var(&[3.0])?);
     let (s, d): (Variable, Variable) = sum_diff(&x, &y)?;
     assert_eq!(s.array().to_vec::<f64>()?, [8.0]);

@@ -18,7 +18,8 @@ impl Double {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![1.5, 2.0], &[2])?);
     let y = double(&x)?;
     assert_eq!(y.array().to_vec::<f64>()?, [3.0, 4.0]);

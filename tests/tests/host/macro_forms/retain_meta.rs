@@ -45,16 +45,26 @@ impl Scale {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let a = Variable::new(Array::zeros(&[2, 3], DType::F32)?);
     let b = Variable::new(Array::zeros(&[3], DType::F32)?);
     F::sum(&broadcast_add(&a, &b)?)?.backward()?;
-    assert_eq!(a.grad_array().expect("a.grad").to_vec::<f32>()?, vec![1.0; 6]);
-    assert_eq!(b.grad_array().expect("b.grad").to_vec::<f32>()?, vec![2.0; 3]);
+    assert_eq!(
+        a.grad_array().expect("a.grad").to_vec::<f32>()?,
+        vec![1.0; 6]
+    );
+    assert_eq!(
+        b.grad_array().expect("b.grad").to_vec::<f32>()?,
+        vec![2.0; 3]
+    );
 
     let x = Variable::new(Array::ones(&[2, 3], DType::F64)?);
     let s = Variable::constant(Array::full(&[3], 2.0, DType::F64)?);
     F::sum(&scale(&x, &s)?)?.backward()?;
-    assert_eq!(x.grad_array().expect("x.grad").to_vec::<f64>()?, vec![2.0; 6]);
+    assert_eq!(
+        x.grad_array().expect("x.grad").to_vec::<f64>()?,
+        vec![2.0; 6]
+    );
     Ok(())
 }

@@ -27,7 +27,8 @@ impl Scale {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![1.0, -2.0], &[2])?);
     let y = scale(&x, 2.0)?;
     assert_eq!(y.array().to_vec::<f64>()?, [2.0, -4.0]);

@@ -26,7 +26,8 @@ impl PowScalar {
     }
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let x = Variable::new(Array::from_vec(vec![3.0], &[1])?);
     let y = pow_scalar(&x, 2.0)?;
     assert_eq!(y.array().to_vec::<f64>()?, [9.0]);

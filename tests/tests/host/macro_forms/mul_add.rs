@@ -29,7 +29,8 @@ fn var(values: &[f64]) -> Result<Variable> {
     )?))
 }
 
-fn main() -> Result<()> {
+#[test]
+fn accepted_and_runs() -> Result<()> {
     let (x, y, z) = (var(&[1.0, 2.0])?, var(&[3.0, 4.0])?, var(&[5.0, 6.0])?);
     let w = mul_add(&x, &y, &z)?;
     assert_eq!(w.array().to_vec::<f64>()?, [8.0, 14.0]);
