@@ -8,6 +8,7 @@
 //! | `KUSARI_REQUIRE_GPU` | set to anything but empty or `0`: a test that would skip for want of a CUDA device fails instead ([`crate::testing::cuda_or_skip`]; CI sets it) | unset | by each such test |
 //! | `KUSARI_KERNEL_CACHE_DIR` | the on-disk kernel cache's directory (read by `kusari_kernels::env`) | `$XDG_CACHE_HOME/kusari/kernels`, else `~/.cache/kusari/kernels` | once, when the cache is first used |
 //! | `KUSARI_REQUIRE_NVRTC` | set: a test that would skip for want of NVRTC fails instead (read by `kusari_kernels::env`) | unset | by each such test |
+//! | `CXX` | the C++ compiler the emulated CUDA device builds its kernels with | `c++` | at each compile of a kernel for the emulated device |
 //!
 //! What is fixed once per process: the CUDA driver (real or emulated, and how many emulated
 //! devices), chosen at the first CUDA call and never changed; the `KUSARI_DEBUG` default; the
@@ -36,6 +37,19 @@ pub(crate) fn debug() -> bool {
             "1" | "true" | "yes" | "on"
         )
     })
+}
+
+/// The C++ compiler the emulated CUDA device builds its kernels with: `CXX` unless unset or
+/// blank, else `c++`.
+///
+/// ```
+/// assert!(!kusari::env::cxx().trim().is_empty());
+/// ```
+pub fn cxx() -> String {
+    std::env::var("CXX")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "c++".to_string())
 }
 
 /// Whether `KUSARI_REQUIRE_GPU` is set to anything but empty or `0`.

@@ -68,7 +68,7 @@ pub(crate) fn driver() -> &'static Driver {
 }
 
 /// Runs every CUDA operation of this process on `devices` emulated CUDA devices (see the
-/// README's "Testing GPU code without a GPU"), as `KUSARI_CUDA_EMULATE=N` does. Call it before
+/// guide's chapter "The emulated CUDA device"), as `KUSARI_CUDA_EMULATE=N` does. Call it before
 /// any other CUDA call: once the process has chosen its driver, asking for another is an error.
 /// Asking again for the same number of emulated devices is fine.
 ///

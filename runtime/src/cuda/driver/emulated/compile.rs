@@ -53,10 +53,7 @@ const NOT_EMULATED: [(&str, &str); 14] = [
 ];
 
 fn compiler() -> String {
-    std::env::var("CXX")
-        .ok()
-        .filter(|c| !c.trim().is_empty())
-        .unwrap_or_else(|| "c++".to_string())
+    crate::env::cxx()
 }
 
 /// The compiler's first `--version` line, which identifies it in the cache key.
