@@ -80,7 +80,7 @@ impl<'a, A: Copy> LaunchArgs<'a, A> {
 /// What an elementwise launch does, decided before anything runs: the types bound to the
 /// kernel's placeholders, the arguments converted to their declared types, the outputs it
 /// makes, the loop's shape and the variant of the kernel that runs it. The CUDA launch follows
-/// it and [`source_for`] generates the source it names, so the source a user inspects is the
+/// it, and the source a launch compiles is generated from it, so the source a user inspects is the
 /// source a launch compiles. [`KernelCall::plan`](crate::KernelCall::plan) shows it on any
 /// machine, GPU or not.
 ///

@@ -32,15 +32,17 @@ fn user_part(src: &mut String, name: &str, part: &str, code: &str, file: &str) {
 }
 
 /// The CUDA source of `def` (whose signature is `sig`) with `types` bound to its placeholders,
-/// for up to `kept` kept and `reduced` reduced dimensions (after [`coalesce`]; the layout struct
-/// has [`rank_capacity`] of each). The source's
-/// [`entry`](KernelSource::entry) is the first pass ([`reduce_entry`]); the second pass
+/// for up to `kept` kept and `reduced` reduced dimensions (after
+/// [`coalesce`](super::coalesce); the layout struct has [`rank_capacity`] of each). The
+/// source's [`entry`](KernelSource::entry) is the first pass ([`reduce_entry`]); the second pass
 /// ([`combine_entry`]) is in the same source.
 ///
 /// First pass parameters, in order: a `const X*` per input, an `X*` per output, each scalar
-/// parameter by value, `_type_reduce* _partials`, the layout struct ([`layout_words`]), then `long long _n_out, _N, _chunk,
-/// _chunks` and `int _group, _transposed` ([`ReductionPlan::transposed`]). Second pass: the outputs, the scalar parameters, `const
-/// _type_reduce* _partials`, `long long _n_out, _N, _chunks`, `int _group`.
+/// parameter by value, `_type_reduce* _partials`, the layout struct
+/// ([`layout_words`](super::layout_words)), then `long long _n_out, _N, _chunk, _chunks` and
+/// `int _group, _transposed` ([`ReductionPlan::transposed`](super::ReductionPlan::transposed)).
+/// Second pass: the outputs, the scalar parameters, `const _type_reduce* _partials`, `long long
+/// _n_out, _N, _chunks`, `int _group`.
 pub fn generate_reduction(
     def: &ReductionDef,
     sig: &ElementwiseSignature,

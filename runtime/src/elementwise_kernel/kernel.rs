@@ -109,7 +109,7 @@ impl ElementwiseKernel {
     }
 
     /// This kernel with CuPy's `no_return=True`: a launch returns no arrays (an empty `Vec`),
-    /// for kernels that write only into outputs the caller gives ([`KernelCall::out`]).
+    /// for kernels that write only into outputs the caller gives ([`KernelCall::out`](crate::KernelCall::out)).
     ///
     /// ```
     /// use kusari::ElementwiseKernel;

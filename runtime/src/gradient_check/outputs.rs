@@ -3,7 +3,7 @@
 use crate::{Array, Variable};
 
 /// What a checked function may return: one output or several. Implemented for [`Variable`]
-/// (for [`check_backward`]) and [`Array`] (for [`numerical_grad`]), alone, in a `Vec`, in an
+/// (for [`check_backward`](super::check_backward)) and [`Array`] (for [`numerical_grad`](super::numerical_grad)), alone, in a `Vec`, in an
 /// array or in a pair.
 ///
 /// ```
