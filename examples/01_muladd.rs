@@ -9,8 +9,8 @@
 //! Run with `cargo run --example muladd`. `forward_gpu` runs when kusari finds a CUDA driver and
 //! device, and is checked against `forward_cpu`; without a GPU the example says so.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::muladd::{MulAdd, mul_add};
 
 fn main() -> Result<()> {
@@ -37,7 +37,7 @@ fn main() -> Result<()> {
 
     // The hand formula: w = x*y + z, and with gw = 1: gx = y, gy = x, gz = 1.
     let (xa, ya, za) = (x.array(), y.array(), z.array());
-    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-6)?);
+    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-6, 1e-6)?);
     assert_eq!(gx.to_vec::<f32>()?, ya.to_vec::<f32>()?);
     assert_eq!(gy.to_vec::<f32>()?, xa.to_vec::<f32>()?);
     assert_eq!(gz.to_vec::<f32>()?, vec![1.0; 6]);
@@ -54,7 +54,7 @@ fn main() -> Result<()> {
     let gpu = |a: &Array| Ok::<_, Error>(Variable::new(a.to_device(Device::Cuda(0))?));
     let w_gpu = mul_add(&gpu(xa)?, &gpu(ya)?, &gpu(za)?)?;
     assert_eq!(w_gpu.array().device(), Device::Cuda(0));
-    assert!(allclose(w_gpu.array(), w.array(), 1e-6)?);
+    assert!(allclose(w_gpu.array(), w.array(), 1e-6, 1e-6)?);
     println!("ok: forward_gpu ran on cuda:0 and matches forward_cpu");
     Ok(())
 }

@@ -7,8 +7,8 @@
 //! Run with `cargo run --example muladd_unified`. The same `forward` then runs on `cuda:0` when
 //! kusari finds a CUDA driver and device; without a GPU the example says so.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::muladd_unified::mul_add;
 
 fn main() -> Result<()> {
@@ -26,10 +26,10 @@ fn main() -> Result<()> {
 
     let grad_of = |v: &Variable| v.grad_array().ok_or_else(|| Error::msg("no gradient"));
     let (xa, ya, za) = (x.array(), y.array(), z.array());
-    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-12)?);
-    assert!(allclose(&grad_of(&x)?, ya, 0.0)?);
-    assert!(allclose(&grad_of(&y)?, xa, 0.0)?);
-    assert!(allclose(&grad_of(&z)?, &za.ones_like()?, 0.0)?);
+    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-12, 1e-12)?);
+    assert!(allclose(&grad_of(&x)?, ya, 0.0, 0.0)?);
+    assert!(allclose(&grad_of(&y)?, xa, 0.0, 0.0)?);
+    assert!(allclose(&grad_of(&z)?, &za.ones_like()?, 0.0, 0.0)?);
     println!("ok: d loss/dx == y, d loss/dy == x, d loss/dz == 1");
 
     // The same forward runs on a CUDA device, when this machine has one.
@@ -43,7 +43,9 @@ fn main() -> Result<()> {
     let gpu = |a: &Array| Ok::<_, Error>(Variable::new(a.to_device(Device::Cuda(0))?));
     let (xg, yg, zg) = (gpu(xa)?, gpu(ya)?, gpu(za)?);
     F::sum(&mul_add(&xg, &yg, &zg)?)?.backward()?;
-    assert!(allclose(&grad_of(&xg)?, ya, 1e-12)? && allclose(&grad_of(&yg)?, xa, 1e-12)?);
+    assert!(
+        allclose(&grad_of(&xg)?, ya, 1e-12, 1e-12)? && allclose(&grad_of(&yg)?, xa, 1e-12, 1e-12)?
+    );
     println!("ok: the same forward and backward ran on cuda:0");
     Ok(())
 }

@@ -11,8 +11,8 @@
 //! kernels to run (NVRTC compiles them on first use), and then checks them against the CPU;
 //! without a GPU it says so and runs the CPU path.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::muladd_kernel::mul_add;
 
 /// `[w, gx, gy, gz]` for gw = 1, computed on `device` from host `inputs`, copied to the host.
@@ -50,13 +50,13 @@ fn main() -> Result<()> {
         let (x, y, z) = (&xyz[0], &xyz[1], &xyz[2]);
         // On the CPU, against the hand formula: w = x*y + z; with gw = 1, gx = y, gy = x, gz = 1.
         let cpu = forward_backward(&xyz, Device::Cpu)?;
-        assert!(allclose(&cpu[0], &((x * y)? + z)?, 1e-6)?);
-        assert!(allclose(&cpu[1], y, 0.0)? && allclose(&cpu[2], x, 0.0)?);
-        assert!(allclose(&cpu[3], &z.ones_like()?, 0.0)?);
+        assert!(allclose(&cpu[0], &((x * y)? + z)?, 1e-6, 1e-6)?);
+        assert!(allclose(&cpu[1], y, 0.0, 0.0)? && allclose(&cpu[2], x, 0.0, 0.0)?);
+        assert!(allclose(&cpu[3], &z.ones_like()?, 0.0, 0.0)?);
         // On `device` (the GPU when there is one): the kernels, within rounding of the CPU.
         let out = forward_backward(&xyz, device)?;
         for (got, want) in out.iter().zip(&cpu) {
-            assert!(allclose(got, want, 1e-6)?);
+            assert!(allclose(got, want, 1e-6, 1e-6)?);
         }
         println!("{dtype} on {device}: w =\n{}\ngx =\n{}", out[0], out[1]);
     }

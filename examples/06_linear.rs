@@ -7,8 +7,8 @@
 //!
 //! Run with `cargo run --example linear`.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::linear::linear;
 
 /// Mean squared error.
@@ -34,12 +34,12 @@ fn main() -> Result<()> {
 
     // Same values and gradients as the built-in.
     let (ours, builtin) = (linear(&x, &w, &b)?, F::linear(&x, &w, Some(&b))?);
-    assert!(allclose(ours.array(), builtin.array(), 1e-6)?);
+    assert!(allclose(ours.array(), builtin.array(), 1e-6, 1e-6)?);
     let grads = |y: &Variable| grad(&[&mse(y, &t)?], &[&w, &b], None, Default::default());
     for (a, e) in grads(&ours)?.into_iter().zip(grads(&builtin)?) {
         let missing = || Error::msg("missing gradient");
         let (a, e) = (a.ok_or_else(missing)?, e.ok_or_else(missing)?);
-        assert!(allclose(a.array(), e.array(), 1e-5)?);
+        assert!(allclose(a.array(), e.array(), 1e-5, 1e-5)?);
     }
     println!("LinearFunction matches F::linear (values and gradients)");
 

@@ -7,8 +7,8 @@
 //!
 //! Run with `cargo run --example muladd_by_hand`.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::muladd_by_hand::muladd;
 
 fn main() -> Result<()> {
@@ -29,7 +29,7 @@ fn main() -> Result<()> {
 
     // The hand formula, from the arrays: w = x*y + z, and with gw = 1: gx = y, gy = x, gz = 1.
     let (xa, ya, za) = (x.array(), y.array(), z.array());
-    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-6)?);
+    assert!(allclose(w.array(), &((xa * ya)? + za)?, 1e-6, 1e-6)?);
     assert_eq!(gx.to_vec::<f32>()?, ya.to_vec::<f32>()?);
     assert_eq!(gy.to_vec::<f32>()?, xa.to_vec::<f32>()?);
     assert_eq!(gz.to_vec::<f32>()?, vec![1.0; 6]);

@@ -6,9 +6,9 @@
 //! Run with `cargo run --example affine_any_device`. It runs on `cuda:0` when kusari finds a
 //! CUDA driver and device, else on the host, and says which.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
 use kusari::{default_device, using_device};
-use kusari_examples::allclose;
 
 fn main() -> Result<()> {
     let device = kusari_examples::gpu_or_host()?;
@@ -42,9 +42,9 @@ fn main() -> Result<()> {
     }
     // By hand: y[j] = Σ_i x[i] W[i, j] + b[j] = Σ_i W[i, j] + b[j]; dW[i, j] = x[i] = 1, db = 1.
     let expected_y = (w.array().sum_axes(&[0], false)? + b.array())?;
-    assert!(allclose(y.array(), &expected_y, 1e-4)?);
-    assert!(allclose(&gw, &w.array().ones_like()?, 0.0)?);
-    assert!(allclose(&gb, &b.array().ones_like()?, 0.0)?);
+    assert!(allclose(y.array(), &expected_y, 1e-4, 1e-4)?);
+    assert!(allclose(&gw, &w.array().ones_like()?, 0.0, 0.0)?);
+    assert!(allclose(&gb, &b.array().ones_like()?, 0.0, 0.0)?);
     println!("ok: on {device}, y = x·W + b, dW[i, j] = x[i] = 1 and db = 1");
     Ok(())
 }

@@ -10,8 +10,8 @@
 //! the kernels to run (NVRTC compiles them on first use); without a GPU it says so and runs the
 //! CPU path, the same forward methods on host arrays.
 
+use kusari::gradient_check::allclose;
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::muladd_kernel_float32::{MulAdd, mul_add};
 
 fn main() -> Result<()> {
@@ -34,9 +34,9 @@ fn main() -> Result<()> {
 
     // The hand formula, computed on the host: w = x*y + z; with gw = 1, gx = y, gy = x, gz = 1.
     let (x, y, z) = (&host[0], &host[1], &host[2]);
-    assert!(allclose(w.array(), &((x * y)? + z)?, 1e-6)?);
-    assert!(allclose(&gx, y, 0.0)? && allclose(&gy, x, 0.0)?);
-    assert!(allclose(&gz, &z.ones_like()?, 0.0)?);
+    assert!(allclose(w.array(), &((x * y)? + z)?, 1e-6, 1e-6)?);
+    assert!(allclose(&gx, y, 0.0, 0.0)? && allclose(&gy, x, 0.0, 0.0)?);
+    assert!(allclose(&gz, &z.ones_like()?, 0.0, 0.0)?);
     assert_eq!(gx.device(), device);
     println!("ok: on {device}, gx == y, gy == x, gz == 1");
 

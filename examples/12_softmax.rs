@@ -8,9 +8,9 @@
 //! Run with `cargo run --example softmax`. `forward_gpu` runs when kusari finds a CUDA device
 //! (a GPU, or the emulated one under `KUSARI_CUDA_EMULATE=1`); without one the example says so.
 
+use kusari::gradient_check::allclose;
 use kusari::gradient_check::{CheckOptions, check_backward};
 use kusari::prelude::*;
-use kusari_examples::allclose;
 use kusari_examples::softmax::softmax;
 
 fn main() -> Result<()> {
@@ -54,7 +54,7 @@ fn main() -> Result<()> {
         let on_gpu = softmax(&Variable::new(xd.to_device(device)?))?;
         assert_eq!(on_gpu.array().device(), device);
         let on_host = softmax(&Variable::new(xd))?;
-        assert!(allclose(on_gpu.array(), on_host.array(), 1e-6)?);
+        assert!(allclose(on_gpu.array(), on_host.array(), 1e-6, 1e-6)?);
     }
     println!(
         "ok: forward_gpu (ReductionKernel + ElementwiseKernel) on {device} matches forward_cpu"

@@ -22,7 +22,7 @@
 //! | `11_mlp_digits.rs` | [`mlp_digits`] | `LeakyRelu`, the `Mlp` model and its training |
 //! | `12_softmax.rs` | [`softmax`] | `Softmax`, with `ReductionKernel`s in its `forward_gpu` |
 
-use kusari::{Array, Device, Result};
+use kusari::{Device, Result};
 
 pub mod dropout_train_test;
 pub mod expadd;
@@ -47,24 +47,6 @@ pub use progress::{epoch_bar, save_loss_curve};
 /// missing device is an error, so that CI cannot pass an example's GPU path without running it.
 pub fn gpu_or_host() -> Result<Device> {
     Ok(kusari::testing::cuda_or_skip("the example's GPU path")?.unwrap_or(Device::Cpu))
-}
-
-/// Whether `actual` and `expected` have one shape and agree elementwise within
-/// `tol * (1 + |expected|)`, whatever their dtypes.
-///
-/// ```
-/// use kusari::Array;
-/// let a = Array::from_vec(vec![1.0f32, 2.0], &[2])?;
-/// let b = Array::from_vec(vec![1.0f64, 2.000_001], &[2])?;
-/// assert!(kusari_examples::allclose(&a, &b, 1e-5)?);
-/// # Ok::<(), kusari::Error>(())
-/// ```
-pub fn allclose(actual: &Array, expected: &Array, tol: f64) -> Result<bool> {
-    let (a, e) = (actual.to_f64_vec()?, expected.to_f64_vec()?);
-    Ok(actual.shape() == expected.shape()
-        && a.iter()
-            .zip(&e)
-            .all(|(a, e)| (a - e).abs() <= tol * (1.0 + e.abs())))
 }
 
 /// The README's code blocks, compiled and run as doc tests so that they stay correct.
