@@ -35,7 +35,22 @@ pub(crate) trait FloatUnaryOp {
     const NAME: &'static str;
     /// The CUDA body (operands `a`, `b`, result `out`).
     const CUDA: &'static str;
+    /// The host's vectorized form for float32 and float64 (`cpu::math`).
+    const MATH: MathFn;
+    /// One element, for the other float dtypes.
     fn f<T: FloatElement>(a: T) -> T;
+}
+
+/// The functions the host computes over float32 and float64 slices with SIMD (`cpu::math`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MathFn {
+    Exp,
+    ExpM1,
+    Ln,
+    Ln1p,
+    Tanh,
+    Sigmoid,
+    Sqrt,
 }
 
 /// A comparison, giving `bool`.
@@ -61,11 +76,12 @@ macro_rules! binary_op {
 }
 
 macro_rules! float_unary_op {
-    ($name:ident, $label:literal, $cuda:literal, |$a:ident| $e:expr) => {
+    ($name:ident, $label:literal, $cuda:literal, $math:ident, |$a:ident| $e:expr) => {
         pub(crate) struct $name;
         impl FloatUnaryOp for $name {
             const NAME: &'static str = $label;
             const CUDA: &'static str = $cuda;
+            const MATH: MathFn = MathFn::$math;
             #[inline(always)]
             fn f<T: FloatElement>($a: T) -> T {
                 $e
@@ -146,15 +162,18 @@ impl UnaryOp for Abs {
     }
 }
 
-float_unary_op!(Exp, "exp", "out = exp(a);", |a| a.exp());
-float_unary_op!(Log, "log", "out = log(a);", |a| a.ln());
-float_unary_op!(Sqrt, "sqrt", "out = sqrt(a);", |a| a.sqrt());
-float_unary_op!(Tanh, "tanh", "out = tanh(a);", |a| a.tanh());
+float_unary_op!(Exp, "exp", "out = exp(a);", Exp, |a| a.exp());
+float_unary_op!(ExpM1, "expm1", "out = expm1(a);", ExpM1, |a| a.exp_m1());
+float_unary_op!(Log, "log", "out = log(a);", Ln, |a| a.ln());
+float_unary_op!(Log1p, "log1p", "out = log1p(a);", Ln1p, |a| a.ln_1p());
+float_unary_op!(Sqrt, "sqrt", "out = sqrt(a);", Sqrt, |a| a.sqrt());
+float_unary_op!(Tanh, "tanh", "out = tanh(a);", Tanh, |a| a.tanh());
 // Written so that neither branch overflows: exp of a non-positive number only.
 float_unary_op!(
     Sigmoid,
     "sigmoid",
     "out = a >= T(0) ? T(1) / (T(1) + exp(-a)) : exp(a) / (T(1) + exp(a));",
+    Sigmoid,
     |a| if a >= T::zero() {
         T::one() / (T::one() + (-a).exp())
     } else {
@@ -220,18 +239,6 @@ pub(crate) enum Reduction {
 }
 
 impl Reduction {
-    pub(crate) fn combine<T: NumElement>(self, acc: T, x: T) -> T {
-        // NaN wins (as in NumPy): `x != x` is only true for NaN.
-        #[allow(clippy::eq_op)]
-        let nan = |v: T| v != v;
-        match self {
-            Reduction::Sum => acc.plus(x),
-            Reduction::Max if nan(acc) || (!nan(x) && acc >= x) => acc,
-            Reduction::Min if nan(acc) || (!nan(x) && acc <= x) => acc,
-            Reduction::Max | Reduction::Min => x,
-        }
-    }
-
     pub(crate) fn identity<T: NumElement>(self) -> T {
         match self {
             Reduction::Sum => T::zero(),

@@ -6,9 +6,9 @@ use crate::dtype::{Element, with_float_dtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape, broadcast_shapes};
 use crate::op::{
-    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, FloatBinaryOp, FloatUnaryOp, Greater, GreaterEqual,
-    Less, LessEqual, Log, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Sigmoid, Sqrt, Sub, Tanh,
-    UnaryOp,
+    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
+    GreaterEqual, Less, LessEqual, Log, Log1p, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Sigmoid,
+    Sqrt, Sub, Tanh, UnaryOp,
 };
 use crate::{Array, DType};
 use ndarray::{Dimension, IxDyn};
@@ -221,9 +221,19 @@ impl Array {
         self.float_unary::<Exp>()
     }
 
+    /// `e ** self - 1`, accurate where `self` is near 0 (where `exp(x) - 1` loses digits).
+    pub fn expm1(&self) -> Result<Array> {
+        self.float_unary::<ExpM1>()
+    }
+
     /// Natural logarithm.
     pub fn log(&self) -> Result<Array> {
         self.float_unary::<Log>()
+    }
+
+    /// `ln(1 + self)`, accurate where `self` is near 0 (where `log(1 + x)` loses digits).
+    pub fn log1p(&self) -> Result<Array> {
+        self.float_unary::<Log1p>()
     }
 
     /// Square root.

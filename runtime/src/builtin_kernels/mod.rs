@@ -12,9 +12,9 @@ use kusari_kernels::ElementwiseDef;
 
 use crate::dtype::DType;
 use crate::op::{
-    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, FloatBinaryOp, FloatUnaryOp, Greater, GreaterEqual,
-    Less, LessEqual, Log, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg, NotEqual, POW_SCALAR_CUDA, Pow,
-    Sigmoid, Sqrt, Sub, Tanh, UnaryOp, WHERE_CUDA,
+    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
+    GreaterEqual, Less, LessEqual, Log, Log1p, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg, NotEqual,
+    POW_SCALAR_CUDA, Pow, Sigmoid, Sqrt, Sub, Tanh, UnaryOp, WHERE_CUDA,
 };
 
 pub(crate) fn binary_kernel<O: BinaryOp>() -> ElementwiseDef {
@@ -214,7 +214,9 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
     all.push((unary_kernel::<Abs>(), NUM));
     for k in [
         float_unary_kernel::<Exp>(),
+        float_unary_kernel::<ExpM1>(),
         float_unary_kernel::<Log>(),
+        float_unary_kernel::<Log1p>(),
         float_unary_kernel::<Sqrt>(),
         float_unary_kernel::<Tanh>(),
         float_unary_kernel::<Sigmoid>(),

@@ -85,6 +85,21 @@ pub(crate) fn map1<A: Element, O: Element>(
     })
 }
 
+/// `a`'s elements in C order through `f`, a slice at a time: `f(src, dst)` writes
+/// `dst[i]` from `src[i]` (one length), for chunks of the elements, in parallel when there are
+/// many. A strided `a` is gathered into C order first. For functions that are vectorized over
+/// slices ([`super::math`]).
+pub(crate) fn map_slices<A: Element, O: Element>(
+    op: &'static str,
+    a: CpuRef<'_, A>,
+    f: impl Fn(&[A], &mut [MaybeUninit<O>]) + Sync + Send,
+) -> Result<Vec<O>> {
+    let src = a.to_cow(op)?;
+    collect_chunks(op, src.len(), |start, out| {
+        f(&src[start..start + out.len()], out)
+    })
+}
+
 /// `f` applied to `a` and `b` broadcast to `shape` (which the caller has checked), in C order.
 pub(crate) fn zip2<A: Element, B: Element, O: Element>(
     op: &'static str,

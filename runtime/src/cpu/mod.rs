@@ -1,14 +1,16 @@
-//! The CPU backend: buffers as `Vec`s per dtype, computed with loops over slices and ndarray views.
+//! The CPU backend: buffers as `Vec`s per dtype, computed with loops over slices (vectorized math
+//! in `math/`) and ndarray views.
 //! Its operations (`ops.rs`) take buffers and layouts and return buffers; they never see `Array`.
 
 mod elementwise;
 mod linalg;
+mod math;
 mod ops;
 pub(crate) mod pool;
 mod reduce;
 mod storage;
 
-pub(crate) use elementwise::{PAR_MIN, map1, zip2, zip3};
+pub(crate) use elementwise::{PAR_MIN, map_slices, map1, zip2, zip3};
 pub(crate) use linalg::matmul;
 pub(crate) use reduce::{into_c_vec, reduce};
 pub(crate) use storage::{CpuRef, CpuStorage};

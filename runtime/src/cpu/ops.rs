@@ -4,7 +4,7 @@
 use ndarray::LinalgScalar;
 use num_traits::Float as _;
 
-use super::{CpuRef, CpuStorage, map1, matmul, reduce, zip2, zip3};
+use super::{CpuRef, CpuStorage, map_slices, map1, matmul, reduce, zip2, zip3};
 use crate::DType;
 use crate::dtype::{Element, NumElement as _, with_dtype, with_float_dtype, with_num_dtype};
 use crate::error::{Error, Result};
@@ -48,10 +48,24 @@ impl CpuStorage {
         }, bool => Err(unsupported(O::NAME, self.dtype(), l.shape(), NUMERIC)))
     }
 
+    /// `O` elementwise: float32 and float64 through the vectorized math of `cpu::math`, the
+    /// half types one element at a time (through float32).
     pub(crate) fn float_unary<O: FloatUnaryOp>(&self, l: &Layout) -> Result<Self> {
-        with_float_dtype!(self.dtype(), T => {
-            Ok(Self::from_vec(map1(O::NAME, self.typed::<T>(O::NAME, l)?, O::f::<T>)?))
-        }, other => Err(unsupported(O::NAME, self.dtype(), l.shape(), FLOATING)))
+        match self.dtype() {
+            DType::F32 => Ok(Self::from_vec(map_slices(
+                O::NAME,
+                self.typed::<f32>(O::NAME, l)?,
+                |src, dst| super::math::apply_f32(O::MATH, src, dst),
+            )?)),
+            DType::F64 => Ok(Self::from_vec(map_slices(
+                O::NAME,
+                self.typed::<f64>(O::NAME, l)?,
+                |src, dst| super::math::apply_f64(O::MATH, src, dst),
+            )?)),
+            _ => with_float_dtype!(self.dtype(), T => {
+                Ok(Self::from_vec(map1(O::NAME, self.typed::<T>(O::NAME, l)?, O::f::<T>)?))
+            }, other => Err(unsupported(O::NAME, self.dtype(), l.shape(), FLOATING))),
+        }
     }
 
     /// `O` over `self` and `rhs` broadcast to `shape` (checked by the caller).

@@ -1,10 +1,10 @@
-//! Elementwise math: exp, log, sqrt, tanh, sigmoid, relu and `a ** b` — each declared with `#[function_node]`,
+//! Elementwise math: exp, expm1, log, log1p, sqrt, tanh, sigmoid, relu and `a ** b` — each declared with `#[function_node]`,
 //! its forward the array operation of the same name (on every device).
 
 use crate::error::Result;
 use crate::{Array, Variable, function_node};
 
-use super::{div, mul, mul_scalar, needed, rsub_scalar, sum_to};
+use super::{add, add_scalar, div, mul, mul_scalar, needed, rsub_scalar, sum_to};
 
 /// `e ** x`.
 pub struct Exp;
@@ -33,6 +33,37 @@ impl Log {
 
     fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
         div(gy, x)
+    }
+}
+
+/// `e ** x - 1`, accurate near 0.
+pub struct ExpM1;
+
+#[function_node(crate = "crate", name = "expm1")]
+impl ExpM1 {
+    #[retain(output = 0)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.expm1()
+    }
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        // d(eˣ - 1)/dx = eˣ = y + 1
+        add(&mul(gy, y)?, gy)
+    }
+}
+
+/// `ln(1 + x)`, accurate near 0.
+pub struct Log1p;
+
+#[function_node(crate = "crate", name = "log1p")]
+impl Log1p {
+    #[retain(x)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.log1p()
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        div(gy, &add_scalar(x, 1.0)?)
     }
 }
 

@@ -73,9 +73,19 @@ impl Variable {
         functions::exp(self)
     }
 
+    /// `e^self - 1`, accurate near 0 ([`functions::expm1`]).
+    pub fn expm1(&self) -> Result<Variable> {
+        functions::expm1(self)
+    }
+
     /// The natural logarithm ([`functions::log`]).
     pub fn log(&self) -> Result<Variable> {
         functions::log(self)
+    }
+
+    /// `ln(1 + self)`, accurate near 0 ([`functions::log1p`]).
+    pub fn log1p(&self) -> Result<Variable> {
+        functions::log1p(self)
     }
 
     /// The square root ([`functions::sqrt`]).

@@ -280,9 +280,11 @@ const NUMERIC_UNARY: [(&str, Unary); 3] = [
     ("relu", Array::relu),
 ];
 
-const FLOAT_UNARY: [(&str, Unary); 5] = [
+const FLOAT_UNARY: [(&str, Unary); 7] = [
     ("exp", Array::exp),
+    ("expm1", Array::expm1),
     ("log", Array::log),
+    ("log1p", Array::log1p),
     ("sqrt", Array::sqrt),
     ("tanh", Array::tanh),
     ("sigmoid", Array::sigmoid),

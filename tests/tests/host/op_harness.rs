@@ -34,6 +34,14 @@ kusari::op_tests!(exp => OpTest::new("exp", uniform(&[3, 4], -1.0, 1.0))
     .forward(|x| F::exp(&x[0]))
     .expected(|x| vec![x[0].mapv(f64::exp)]));
 
+kusari::op_tests!(expm1 => OpTest::new("expm1", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::expm1(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::exp_m1)]));
+
+kusari::op_tests!(log1p => OpTest::new("log1p", uniform(&[3, 4], -0.5, 2.0))
+    .forward(|x| F::log1p(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::ln_1p)]));
+
 kusari::op_tests!(log => OpTest::new("log", uniform(&[3, 4], 0.5, 2.0))
     .forward(|x| F::log(&x[0]))
     .expected(|x| vec![x[0].mapv(f64::ln)]));

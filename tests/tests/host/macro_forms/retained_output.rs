@@ -41,12 +41,14 @@ fn accepted_and_runs() -> Result<()> {
     y.set_grad_array(Array::ones(&[2], DType::F64)?)?;
     y.backward()?;
     let g = x.grad_array().expect("a gradient").to_vec::<f64>()?;
-    assert_eq!(g, [1.0, std::f64::consts::E]);
+    // e to within an ulp or two (the host's exp is within an ulp of the exact value).
+    assert_eq!(g[0], 1.0);
+    assert!((g[1] - std::f64::consts::E).abs() <= 1e-15, "{g:?}");
 
     let x = Variable::new(Array::from_vec(vec![1.0], &[1])?);
     let z = x_exp(&x)?;
     z.backward()?;
     let g = x.grad_array().expect("a gradient").to_vec::<f64>()?;
-    assert_eq!(g, [2.0 * std::f64::consts::E]);
+    assert!((g[0] - 2.0 * std::f64::consts::E).abs() <= 2e-15, "{g:?}");
     Ok(())
 }

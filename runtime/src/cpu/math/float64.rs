@@ -1,0 +1,223 @@
+//! The float64 functions, written as the float32 ones are (see `float32.rs`): one element, no
+//! branch, conversions through magic constants and integer shifts (AVX2 has no conversion
+//! between doubles and 64-bit integers), `FMA` for a fused multiply-add. The polynomials are
+//! longer, for 53 bits.
+
+/// `a * b + c`, fused when the build has FMA.
+#[inline(always)]
+fn fma<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// 1.5 · 2⁵²: adding and subtracting it rounds a double of magnitude below 2⁵¹ to an integer.
+const MAGIC: f64 = 6_755_399_441_055_744.0;
+
+/// `x` rounded to the nearest integer (|x| < 2⁵¹).
+#[inline(always)]
+fn round(x: f64) -> f64 {
+    (x + MAGIC) - MAGIC
+}
+
+/// 2ⁿ for an integral `n` in [-1022, 1023], built from its exponent bits.
+#[inline(always)]
+fn pow2(n: f64) -> f64 {
+    f64::from_bits((n + (MAGIC + 1023.0)).to_bits() << 52)
+}
+
+/// x · 2ⁿ for an integral `n` in [-2044, 2046], in two exact scalings.
+#[inline(always)]
+fn scale(x: f64, n: f64) -> f64 {
+    let n1 = round(n * 0.5 - 0.25);
+    x * pow2(n1) * pow2(n - n1)
+}
+
+const LOG2E: f64 = std::f64::consts::LOG2_E;
+/// ln 2 split so that `n * LN2_HI` is exact for |n| < 2²⁰ (its low 21 bits are zero).
+const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76); // ln 2 - LN2_HI, rounded
+
+/// eʳ - 1 - r for |r| ≤ ln 2 / 2: the Taylor terms r²/2! … r¹³/13! (the first left out is
+/// below 2·10⁻¹⁷ relative to eʳ - 1).
+#[inline(always)]
+fn expm1_tail<const FMA: bool>(r: f64) -> f64 {
+    let mut p = 1.0 / 6_227_020_800.0;
+    for c in [
+        1.0 / 479_001_600.0,
+        1.0 / 39_916_800.0,
+        1.0 / 3_628_800.0,
+        1.0 / 362_880.0,
+        1.0 / 40_320.0,
+        1.0 / 5040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+    ] {
+        p = fma::<FMA>(p, r, c);
+    }
+    r * r * p
+}
+
+/// (n, r) with x = n ln 2 + r, |r| ≤ ln 2 / 2.
+#[inline(always)]
+fn reduce<const FMA: bool>(x: f64) -> (f64, f64) {
+    let n = round(x * LOG2E);
+    let r = fma::<FMA>(n, -LN2_HI, x);
+    (n, fma::<FMA>(n, -LN2_LO, r))
+}
+
+/// eʳ - 1 - r for |r| < ln 2 (the range [`reduce_toward_zero`] leaves): the Taylor terms to
+/// r¹⁶/16! (the first left out is below 10⁻¹⁷ relative to eʳ - 1).
+#[inline(always)]
+fn expm1_tail_wide<const FMA: bool>(r: f64) -> f64 {
+    let mut p = 1.0 / 20_922_789_888_000.0;
+    for c in [
+        1.0 / 1_307_674_368_000.0,
+        1.0 / 87_178_291_200.0,
+        1.0 / 6_227_020_800.0,
+        1.0 / 479_001_600.0,
+        1.0 / 39_916_800.0,
+        1.0 / 3_628_800.0,
+        1.0 / 362_880.0,
+        1.0 / 40_320.0,
+        1.0 / 5040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+    ] {
+        p = fma::<FMA>(p, r, c);
+    }
+    r * r * p
+}
+
+/// (n, r) with x = n ln 2 + r and r of x's sign, |r| < ln 2: n rounded toward zero, so that in
+/// eˣ - 1 = 2ⁿ (eʳ - 1) + (2ⁿ - 1) both terms have one sign and nothing cancels.
+#[inline(always)]
+fn reduce_toward_zero<const FMA: bool>(x: f64) -> (f64, f64) {
+    let v = x * LOG2E;
+    let n = round(v);
+    let n = if n > v && v > 0.0 { n - 1.0 } else { n };
+    let n = if n < v && v < 0.0 { n + 1.0 } else { n };
+    let r = fma::<FMA>(n, -LN2_HI, x);
+    (n, fma::<FMA>(n, -LN2_LO, r))
+}
+
+/// eˣ.
+#[inline(always)]
+pub(super) fn exp<const FMA: bool>(x: f64) -> f64 {
+    // Below -746 the result rounds to 0, above 710 to infinity.
+    let xc = x.clamp(-746.0, 710.0);
+    let (n, r) = reduce::<FMA>(xc);
+    let y = scale(1.0 + (r + expm1_tail::<FMA>(r)), n);
+    if x.is_nan() { x } else { y }
+}
+
+/// eˣ - 1, accurate near 0.
+#[inline(always)]
+pub(super) fn expm1<const FMA: bool>(x: f64) -> f64 {
+    // Below -38 the result rounds to -1; above 710 it overflows.
+    let xc = x.clamp(-38.0, 710.0);
+    let (n, r) = reduce_toward_zero::<FMA>(xc);
+    let u = r + expm1_tail_wide::<FMA>(r);
+    let t = pow2(n.min(1000.0));
+    let small = fma::<FMA>(t, u, t - 1.0);
+    let big = scale(1.0 + u, n);
+    let y = if n > 1000.0 { big } else { small };
+    if x.is_nan() { x } else { y }
+}
+
+const SQRT2: f64 = std::f64::consts::SQRT_2;
+/// 2⁵² as bits: OR-ing an integer below 2⁵² into its mantissa and subtracting 2⁵² converts it.
+const TWO52_BITS: u64 = 0x4330_0000_0000_0000;
+const TWO52: f64 = 4_503_599_627_370_496.0;
+
+/// ln x.
+#[inline(always)]
+pub(super) fn ln<const FMA: bool>(x: f64) -> f64 {
+    let sub = x < f64::MIN_POSITIVE;
+    let xs = if sub { x * 18_014_398_509_481_984.0 } else { x }; // 2⁵⁴
+    let bits = xs.to_bits();
+    let k = f64::from_bits(TWO52_BITS | ((bits >> 52) & 0x7ff)) - TWO52;
+    let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    let big = m > SQRT2;
+    let m = if big { m * 0.5 } else { m };
+    let e = k - 1023.0 + if big { 1.0 } else { 0.0 } - if sub { 54.0 } else { 0.0 };
+    let f = m - 1.0;
+    // ln(1 + f) = f - s (f - R), R = 2s²/3 + … + 2s²⁰/21 (the first term left out is below
+    // 10⁻¹⁸ of the result).
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let mut p = 2.0 / 21.0;
+    for c in [
+        2.0 / 19.0,
+        2.0 / 17.0,
+        2.0 / 15.0,
+        2.0 / 13.0,
+        2.0 / 11.0,
+        2.0 / 9.0,
+        2.0 / 7.0,
+        2.0 / 5.0,
+        2.0 / 3.0,
+    ] {
+        p = fma::<FMA>(p, z, c);
+    }
+    let log1pf = f - s * (f - z * p);
+    let y = fma::<FMA>(e, LN2_HI, fma::<FMA>(e, LN2_LO, log1pf));
+    let y = if x == 0.0 { f64::NEG_INFINITY } else { y };
+    let y = if x < 0.0 || x.is_nan() { f64::NAN } else { y };
+    if x == f64::INFINITY { x } else { y }
+}
+
+/// ln(1 + x), accurate near 0.
+#[inline(always)]
+pub(super) fn ln_1p<const FMA: bool>(x: f64) -> f64 {
+    let u = 1.0 + x;
+    let v = u - 1.0;
+    let c = (1.0 - (u - v)) + (x - v);
+    let y = ln::<FMA>(u) + c / u;
+    let y = if u == f64::INFINITY { u } else { y };
+    if x == -1.0 { f64::NEG_INFINITY } else { y }
+}
+
+/// tanh x = (e²ˣ - 1) / (e²ˣ + 1).
+#[inline(always)]
+pub(super) fn tanh<const FMA: bool>(x: f64) -> f64 {
+    // From |x| = 19.5 on, tanh rounds to ±1.
+    let a = x.abs().min(19.5);
+    let e = expm1::<FMA>(2.0 * a);
+    // e / (e + 2) with the sum's rounding error (two-sum) and the quotient's residual taken
+    // back, so that the result carries little more than e's own error.
+    let d = e + 2.0;
+    let bb = d - e;
+    let derr = (e - (d - bb)) + (2.0 - bb);
+    let q = e / d;
+    let res = fma::<FMA>(-q, d, e) - q * derr;
+    let t = q + res / d;
+    let t = if x.is_nan() { x } else { t };
+    t.copysign(x)
+}
+
+/// 1 / (1 + e⁻ˣ).
+#[inline(always)]
+pub(super) fn sigmoid<const FMA: bool>(x: f64) -> f64 {
+    let t = exp::<FMA>(-x.abs());
+    let num = if x >= 0.0 { 1.0 } else { t };
+    // num / (1 + t) with the sum's rounding error and the quotient's residual taken back (as in
+    // `tanh`), so that the result carries little more than t's own error.
+    let d = 1.0 + t;
+    let bb = d - t;
+    let derr = (t - (d - bb)) + (1.0 - bb);
+    let q = num / d;
+    let res = fma::<FMA>(-q, d, num) - q * derr;
+    let y = q + res / d;
+    if x.is_nan() { x } else { y }
+}
+
+/// √x (IEEE's, correctly rounded).
+#[inline(always)]
+pub(super) fn sqrt(x: f64) -> f64 {
+    x.sqrt()
+}
