@@ -330,12 +330,37 @@ def inline_paths(code):
     return out
 
 
+INLINE_MOD = re.compile(r"\bmod\s+(" + IDENT + r")\s*\{")
+
+
+def inline_modules(code):
+    """`code` without its inline `mod x { .. }` blocks, and those blocks as (name, body) pairs:
+    paths written inside `mod x { .. }` are relative to `x` (`super::` is the file's module)."""
+    blocks = []
+    while True:
+        m = INLINE_MOD.search(code)
+        if not m:
+            return code, blocks
+        depth, j = 0, m.end() - 1
+        while j < len(code):
+            depth += code[j] == "{"
+            depth -= code[j] == "}"
+            j += 1
+            if depth == 0:
+                break
+        blocks.append((m.group(1), code[m.end(): j - 1]))
+        code = code[: m.start()] + code[j:]
+
+
 def file_graph(src, stub=False):
     mods = module_files(src, stub)
     skipped, codes = set(), {}
     for key, path in mods.items():
         codes[key] = without_tests(strip_comments(open(path).read()), path, skipped)
     live = {k: p for k, p in mods.items() if os.path.normpath(p) not in skipped}
+    inline = {}
+    for k in live:
+        codes[k], inline[k] = inline_modules(codes[k])
     uses = {k: {} for k in live}
     for k in live:
         for full, name in use_trees(codes[k]):
@@ -386,15 +411,20 @@ def file_graph(src, stub=False):
         return mods[cur]
 
     edges = {}
-    for k, path in live.items():
-        code = codes[k]
+
+    def add_edges(here, path, code, blocks):
         paths = [full for full, _ in use_trees(code)] + inline_paths(code)
         for segs in paths:
             segs = [s for s in segs if s != "*"]
-            target = resolve(k, segs)
+            target = resolve(here, segs)
             if target is None or target == path or os.path.normpath(target) in skipped:
                 continue
             edges.setdefault(path, set()).add(target)
+        for name, body in blocks:
+            add_edges(tuple(here) + (name,), path, *inline_modules(body))
+
+    for k, path in live.items():
+        add_edges(k, path, codes[k], inline[k])
     return live, edges
 
 
@@ -478,6 +508,14 @@ def self_test():
             "cpu/driver/types.rs": "pub(crate) type Ptr = u64;\n",
             "cpu/driver/emu.rs": "use crate::cpu::driver::types::Ptr;\npub fn open() {}\n",
         }), True),
+        "an inline module using its file's items through `super::`": (dict(good, **{
+            "cpu/mod.rs": "mod a;\npub(crate) use a::f;\n",
+            "cpu/a.rs": "pub fn f() { x::h() }\nfn g() {}\nmod x {\n    pub fn h() { super::g() }\n}\n",
+        }), True),
+        "an inline module reaching the parent file with `super::super::`": (dict(good, **{
+            "cpu/mod.rs": "mod a;\npub struct P;\nfn f() { a::g() }\n",
+            "cpu/a.rs": "pub fn g() {}\nmod x {\n    fn h() { super::super::P; }\n}\n",
+        }), False),
         "siblings importing each other": (dict(good, **{
             "cpu/mod.rs": "mod a;\nmod b;\n",
             "cpu/a.rs": "pub fn f() { super::b::g() }\n",

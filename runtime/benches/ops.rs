@@ -119,6 +119,27 @@ const OPS: &[Op] = &[
         var: |a, _| F::log(a),
     },
     Op {
+        name: "expm1",
+        range: (-5.0, 5.0),
+        second: Second::None,
+        array: |a, _| a.expm1(),
+        var: |a, _| F::expm1(a),
+    },
+    Op {
+        name: "log1p",
+        range: (-0.5, 10.0),
+        second: Second::None,
+        array: |a, _| a.log1p(),
+        var: |a, _| F::log1p(a),
+    },
+    Op {
+        name: "erf",
+        range: (-3.0, 3.0),
+        second: Second::None,
+        array: |a, _| a.erf(),
+        var: |a, _| F::erf(a),
+    },
+    Op {
         name: "tanh",
         range: (-5.0, 5.0),
         second: Second::None,

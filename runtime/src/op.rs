@@ -51,6 +51,7 @@ pub(crate) enum MathFn {
     Tanh,
     Sigmoid,
     Sqrt,
+    Erf,
 }
 
 /// A comparison, giving `bool`.
@@ -123,13 +124,14 @@ binary_op!(
     Maximum,
     "maximum",
     "out = (a != a || a >= b) ? a : b;",
-    |a, b| if is_nan(a) || a >= b { a } else { b }
+    // `|`, not `||`: both comparisons always, no branch, so that the loop vectorizes.
+    |a, b| if is_nan(a) | (a >= b) { a } else { b }
 );
 binary_op!(
     Minimum,
     "minimum",
     "out = (a != a || a <= b) ? a : b;",
-    |a, b| if is_nan(a) || a <= b { a } else { b }
+    |a, b| if is_nan(a) | (a <= b) { a } else { b }
 );
 
 pub(crate) struct Pow;
@@ -142,6 +144,28 @@ impl FloatBinaryOp for Pow {
     }
 }
 
+/// Tanh's gradient from its output: `gy * (1 - y²)` with `a = y`, `b = gy` (one pass).
+pub(crate) struct TanhGrad;
+impl FloatBinaryOp for TanhGrad {
+    const NAME: &'static str = "tanh_grad";
+    const CUDA: &'static str = "out = b * (T(1) - a * a);";
+    #[inline(always)]
+    fn f<T: FloatElement>(a: T, b: T) -> T {
+        b * (T::one() - a * a)
+    }
+}
+
+/// The sigmoid's gradient from its output: `gy * y * (1 - y)` with `a = y`, `b = gy` (one pass).
+pub(crate) struct SigmoidGrad;
+impl FloatBinaryOp for SigmoidGrad {
+    const NAME: &'static str = "sigmoid_grad";
+    const CUDA: &'static str = "out = b * a * (T(1) - a);";
+    #[inline(always)]
+    fn f<T: FloatElement>(a: T, b: T) -> T {
+        b * a * (T::one() - a)
+    }
+}
+
 pub(crate) struct Neg;
 impl UnaryOp for Neg {
     const NAME: &'static str = "neg";
@@ -149,6 +173,18 @@ impl UnaryOp for Neg {
     #[inline(always)]
     fn f<T: NumElement>(a: T) -> T {
         a.negate()
+    }
+}
+
+/// `max(a, 0)`, NaN kept: `0 > a ? 0 : a` is one `max` instruction on x86 (which returns its
+/// second operand, here `a`, when either is NaN).
+pub(crate) struct Relu;
+impl UnaryOp for Relu {
+    const NAME: &'static str = "relu";
+    const CUDA: &'static str = "out = T(0) > a ? T(0) : a;";
+    #[inline(always)]
+    fn f<T: NumElement>(a: T) -> T {
+        if T::zero() > a { T::zero() } else { a }
     }
 }
 
@@ -167,6 +203,10 @@ float_unary_op!(ExpM1, "expm1", "out = expm1(a);", ExpM1, |a| a.exp_m1());
 float_unary_op!(Log, "log", "out = log(a);", Ln, |a| a.ln());
 float_unary_op!(Log1p, "log1p", "out = log1p(a);", Ln1p, |a| a.ln_1p());
 float_unary_op!(Sqrt, "sqrt", "out = sqrt(a);", Sqrt, |a| a.sqrt());
+// float16 and bfloat16 through float64 (exact in both directions but the final rounding).
+float_unary_op!(Erf, "erf", "out = erf(a);", Erf, |a| T::from_f64(
+    libm::erf(a.to_f64())
+));
 float_unary_op!(Tanh, "tanh", "out = tanh(a);", Tanh, |a| a.tanh());
 // Written so that neither branch overflows: exp of a non-positive number only.
 float_unary_op!(
@@ -228,6 +268,15 @@ pub(crate) fn require_float(op: &'static str, dtype: DType, shape: &[usize]) -> 
         return Err(unsupported(op, dtype, shape, FLOATING));
     }
     Ok(())
+}
+
+/// What a softmax along an axis gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SoftmaxForm {
+    /// `exp(x - m) / Σ exp(x - m)`.
+    Softmax,
+    /// `x - m - ln Σ exp(x - m)`.
+    LogSoftmax,
 }
 
 /// Which reduction to run.

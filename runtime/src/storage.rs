@@ -15,7 +15,7 @@ use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::launch_plan::{LaunchArgs, Operand, RawArg, source_for};
 use crate::layout::{Layout, checked_size};
-use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
+use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, SoftmaxForm, UnaryOp};
 use crate::{DType, Device};
 
 /// An array's buffer on one device. Shared between views through `Arc`.
@@ -258,6 +258,25 @@ impl Storage {
             }
             _ => return Err(mismatch(OP, self, y)),
         })
+    }
+
+    /// Softmax or log-softmax along the last axis as one fused operation, C order of `l`'s
+    /// shape, where the device has one (the host, for float32 and float64); `None` where the
+    /// caller composes it from array operations.
+    pub(crate) fn softmax_last(&self, l: &Layout, form: SoftmaxForm) -> Result<Option<Self>> {
+        match self {
+            Storage::Cpu(s) => Ok(s.softmax_last(l, form)?.map(Storage::Cpu)),
+            Storage::Cuda(_) => Ok(None),
+        }
+    }
+
+    /// Each row's cross-entropy against its label of a `[N, C]` buffer, fused, where the device
+    /// has it (the host, float32 and float64); `None` elsewhere.
+    pub(crate) fn cross_entropy_rows(&self, l: &Layout, labels: &[i64]) -> Result<Option<Self>> {
+        match self {
+            Storage::Cpu(s) => Ok(s.cross_entropy_rows(l, labels)?.map(Storage::Cpu)),
+            Storage::Cuda(_) => Ok(None),
+        }
     }
 
     /// The reduction of `l`'s elements over `axes` (sorted, distinct), the kept axes in C order.

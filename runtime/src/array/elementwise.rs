@@ -6,9 +6,9 @@ use crate::dtype::{Element, with_float_dtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape, broadcast_shapes};
 use crate::op::{
-    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
-    GreaterEqual, Less, LessEqual, Log, Log1p, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Sigmoid,
-    Sqrt, Sub, Tanh, UnaryOp,
+    Abs, Add, BinaryOp, CmpOp, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
+    GreaterEqual, Less, LessEqual, Log, Log1p, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Relu,
+    Sigmoid, Sqrt, Sub, Tanh, UnaryOp,
 };
 use crate::{Array, DType};
 use ndarray::{Dimension, IxDyn};
@@ -241,6 +241,11 @@ impl Array {
         self.float_unary::<Sqrt>()
     }
 
+    /// The error function `2/√π ∫₀ˣ e^(-t²) dt`.
+    pub fn erf(&self) -> Result<Array> {
+        self.float_unary::<Erf>()
+    }
+
     /// Hyperbolic tangent.
     pub fn tanh(&self) -> Result<Array> {
         self.float_unary::<Tanh>()
@@ -253,7 +258,7 @@ impl Array {
 
     /// `max(self, 0)`.
     pub fn relu(&self) -> Result<Array> {
-        self.maximum_scalar(0.0)
+        self.unary::<Relu>()
     }
 
     /// `self == rhs` as a bool array.

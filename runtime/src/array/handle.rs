@@ -367,7 +367,7 @@ impl Array {
         }
         let (storage, layout) = self.storage.on_host(&self.layout)?;
         let host = storage.typed::<T>("to_vec", &layout)?;
-        Ok(host.to_cow("to_vec")?.into_owned())
+        Ok(host.to_owned_vec("to_vec")?)
     }
 
     /// The elements in C order converted to `f64`, whatever the dtype or device.

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{Layout, normalize_axes};
-use crate::op::{FLOATING, Reduction};
+use crate::op::{FLOATING, Reduction, SoftmaxForm};
 use crate::{Array, DType};
 
 use super::elementwise::unsupported;
@@ -124,5 +124,48 @@ impl Array {
     /// Minimum over `axes`, keeping them as length 1 when `keepdims`; NaN propagates.
     pub fn min_axes(&self, axes: &[isize], keepdims: bool) -> Result<Array> {
         self.reduce("min", Some(axes), keepdims, Reduction::Min)
+    }
+
+    /// Softmax along `axis`, `exp(x - max) / Σ exp(x - max)` (stable for any magnitude).
+    ///
+    /// ```
+    /// let x = kusari::Array::from_vec(vec![0.0f64, 2f64.ln(), 1000.0, 1000.0], &[2, 2])?;
+    /// let y = x.softmax(-1)?.to_vec::<f64>()?;
+    /// assert!((y[0] - 1.0 / 3.0).abs() < 1e-15 && (y[1] - 2.0 / 3.0).abs() < 1e-15);
+    /// assert_eq!(&y[2..], &[0.5, 0.5]);
+    /// # Ok::<(), kusari::Error>(())
+    /// ```
+    pub fn softmax(&self, axis: isize) -> Result<Array> {
+        self.softmax_form(axis, SoftmaxForm::Softmax)
+    }
+
+    /// `ln softmax(x)` along `axis`, `x - max - ln Σ exp(x - max)`.
+    pub fn log_softmax(&self, axis: isize) -> Result<Array> {
+        self.softmax_form(axis, SoftmaxForm::LogSoftmax)
+    }
+
+    /// One fused pass per row where the storage has it (the host, float32 and float64, along
+    /// the last axis), else composed of array operations.
+    fn softmax_form(&self, axis: isize, form: SoftmaxForm) -> Result<Array> {
+        let op = match form {
+            SoftmaxForm::Softmax => "softmax",
+            SoftmaxForm::LogSoftmax => "log_softmax",
+        };
+        crate::op::require_float(op, self.dtype(), self.shape())?;
+        let a = crate::layout::normalize_axis(op, axis, self.shape())?;
+        if a + 1 == self.ndim()
+            && let Some(out) = self.storage().softmax_last(self.layout(), form)?
+        {
+            return Ok(Array::from_storage(out, Layout::contiguous(self.shape())));
+        }
+        let axes = [a as isize];
+        let m = self.max_axes(&axes, true)?;
+        let shifted = self.sub(&m)?;
+        let e = shifted.exp()?;
+        let total = e.sum_axes(&axes, true)?;
+        match form {
+            SoftmaxForm::Softmax => e.div(&total),
+            SoftmaxForm::LogSoftmax => shifted.sub(&total.log()?),
+        }
     }
 }

@@ -12,9 +12,10 @@ use kusari_kernels::ElementwiseDef;
 
 use crate::dtype::DType;
 use crate::op::{
-    Abs, Add, BinaryOp, CmpOp, Div, Equal, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
+    Abs, Add, BinaryOp, CmpOp, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
     GreaterEqual, Less, LessEqual, Log, Log1p, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg, NotEqual,
-    POW_SCALAR_CUDA, Pow, Sigmoid, Sqrt, Sub, Tanh, UnaryOp, WHERE_CUDA,
+    POW_SCALAR_CUDA, Pow, Relu, Sigmoid, SigmoidGrad, Sqrt, Sub, Tanh, TanhGrad, UnaryOp,
+    WHERE_CUDA,
 };
 
 pub(crate) fn binary_kernel<O: BinaryOp>() -> ElementwiseDef {
@@ -210,11 +211,15 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
     }
     binary!(Add, Sub, Mul, Div, Maximum, Minimum);
     all.push((float_binary_kernel::<Pow>(), FLOAT));
+    all.push((float_binary_kernel::<TanhGrad>(), FLOAT));
+    all.push((float_binary_kernel::<SigmoidGrad>(), FLOAT));
     all.push((unary_kernel::<Neg>(), NUM));
     all.push((unary_kernel::<Abs>(), NUM));
+    all.push((unary_kernel::<Relu>(), NUM));
     for k in [
         float_unary_kernel::<Exp>(),
         float_unary_kernel::<ExpM1>(),
+        float_unary_kernel::<Erf>(),
         float_unary_kernel::<Log>(),
         float_unary_kernel::<Log1p>(),
         float_unary_kernel::<Sqrt>(),

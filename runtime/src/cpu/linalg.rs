@@ -1,4 +1,17 @@
-//! Matrix products on the host (matrixmultiply's kernels through ndarray for f32 and f64).
+//! Matrix products on the host: float32 and float64 through the `gemm` crate (candle's engine:
+//! packed SIMD kernels for AVX2/AVX-512/NEON chosen at run time, threaded on rayon's pool, any
+//! strides, so transposed operands are never copied first); int32 and int64 through ndarray.
+//!
+//! The engine was chosen by measurement against ndarray's matrixmultiply (single-threaded and
+//! threaded) and faer at the bench's shapes (`docs/guide/performance.md`).
+//!
+//! `gemm` allocates its packing buffers itself, and an allocation it cannot get aborts the
+//! process. So before each float product of a mebibyte or more, [`reserve_workspace`] asks the
+//! allocator for an upper bound of what `gemm` will take (a packed copy of both operands and one
+//! L2-sized slab per thread) and gives it back: under a memory limit, a product whose workspace
+//! does not fit is `Err(OutOfMemory)` instead.
+
+use std::any::TypeId;
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgScalar};
@@ -6,6 +19,9 @@ use ndarray::{ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgSca
 use super::CpuRef;
 use super::pool::Result;
 use crate::dtype::Element;
+
+/// Products of at least this many multiply-adds run on every thread of the pool.
+const PAR_MIN_FLOPS: usize = 1 << 18;
 
 /// `a @ b` for operands already shaped `batch + [n, k]` and `batch + [k, m]` (broadcast batch
 /// dims checked by the caller). Returns the C-order buffer of `batch + [n, m]`.
@@ -32,16 +48,75 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
     let len = count * n * m;
     let mut out: Vec<T> = super::pool::alloc(op, len)?;
     out.resize(len, T::zero());
-    if n * m == 0 {
+    if n * m == 0 || k == 0 {
         return Ok(out);
     }
+    let float = [TypeId::of::<f32>(), TypeId::of::<f64>()].contains(&TypeId::of::<T>());
+    if float {
+        reserve_workspace::<T>(op, n, k, m)?;
+    }
+    let parallelism = match n.saturating_mul(k).saturating_mul(m) >= PAR_MIN_FLOPS {
+        true => gemm::Parallelism::Rayon(0),
+        false => gemm::Parallelism::None,
+    };
     for (i, chunk) in out.chunks_mut(n * m).enumerate() {
         let a2 = matrix_at(&av, batch, i);
         let b2 = matrix_at(&bv, batch, i);
-        let mut c2 = ArrayViewMut2::from_shape((n, m), chunk).expect("chunk holds n*m elements");
-        general_mat_mul(T::one(), &a2, &b2, T::zero(), &mut c2);
+        if float {
+            let (sa, sb) = (a2.strides(), b2.strides());
+            // SAFETY: `chunk` holds the n×m result in C order (column stride 1, row stride m);
+            // `a2` and `b2` are views of n×k and k×m elements at their pointers with their
+            // strides (any sign, zero for broadcast axes), alive for the call. `read_dst` is
+            // false, so the uninitialised-free zeros of `chunk` are only overwritten. `T` is f32
+            // or f64, which `gemm` dispatches on.
+            unsafe {
+                gemm::gemm(
+                    n,
+                    m,
+                    k,
+                    chunk.as_mut_ptr(),
+                    1,
+                    m as isize,
+                    false,
+                    a2.as_ptr(),
+                    sa[1],
+                    sa[0],
+                    b2.as_ptr(),
+                    sb[1],
+                    sb[0],
+                    T::zero(),
+                    T::one(),
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                );
+            }
+        } else {
+            let mut c2 =
+                ArrayViewMut2::from_shape((n, m), chunk).expect("chunk holds n*m elements");
+            general_mat_mul(T::one(), &a2, &b2, T::zero(), &mut c2);
+        }
     }
     Ok(out)
+}
+
+/// Fails with `OutOfMemory` unless the allocator can give an upper bound of the workspace
+/// `gemm` allocates for an n×k · k×m product of `T`: packed copies of both operands and one
+/// L2-cache-sized slab per thread. The check costs one allocation; below a mebibyte it is
+/// skipped, as in [`super::pool::alloc`].
+fn reserve_workspace<T>(op: &'static str, n: usize, k: usize, m: usize) -> Result<()> {
+    let elements = k.saturating_mul(n.saturating_add(m));
+    let slabs = gemm_common::cache::CACHE_INFO[1]
+        .cache_bytes
+        .saturating_mul(rayon::current_num_threads() + 1);
+    let bytes = elements
+        .saturating_mul(std::mem::size_of::<T>())
+        .saturating_add(slabs);
+    if bytes < 1 << 20 {
+        return Ok(());
+    }
+    super::pool::probe_host_bytes(op, bytes)
 }
 
 /// The 2-D matrix at flat batch index `i` of a `batch + [r, c]` view.

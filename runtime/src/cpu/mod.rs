@@ -8,6 +8,7 @@ mod math;
 mod ops;
 pub(crate) mod pool;
 mod reduce;
+mod softmax;
 mod storage;
 
 pub(crate) use elementwise::{PAR_MIN, map_slices, map1, zip2, zip3};

@@ -10,8 +10,8 @@ use crate::dtype::{Element, NumElement as _, with_dtype, with_float_dtype, with_
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::op::{
-    BinaryOp, CmpOp, FLOATING, FloatBinaryOp, FloatUnaryOp, NUMERIC, Reduction, UnaryOp,
-    unsupported,
+    BinaryOp, CmpOp, FLOATING, FloatBinaryOp, FloatUnaryOp, NUMERIC, Reduction, SoftmaxForm,
+    UnaryOp, unsupported,
 };
 
 impl CpuStorage {
@@ -119,10 +119,12 @@ impl CpuStorage {
         with_num_dtype!(self.dtype(), T => {
             let a = self.typed::<T>(O::NAME, l)?;
             let s = <T as Element>::from_f64(s);
+            // `move`: the scalar by value, so that the loop need not reload it through a pointer
+            // that might alias the output (which keeps it from vectorizing).
             let v = if scalar_first {
-                map1(O::NAME, a, |x| O::f(s, x))?
+                map1(O::NAME, a, move |x| O::f(s, x))?
             } else {
-                map1(O::NAME, a, |x| O::f(x, s))?
+                map1(O::NAME, a, move |x| O::f(x, s))?
             };
             Ok(Self::from_vec(v))
         }, bool => Err(unsupported(O::NAME, self.dtype(), l.shape(), NUMERIC)))
@@ -131,7 +133,7 @@ impl CpuStorage {
     pub(crate) fn pow_scalar(&self, l: &Layout, p: f64) -> Result<Self> {
         with_float_dtype!(self.dtype(), T => {
             let p = <T as Element>::from_f64(p);
-            Ok(Self::from_vec(map1("pow", self.typed::<T>("pow", l)?, |x| x.powf(p))?))
+            Ok(Self::from_vec(map1("pow", self.typed::<T>("pow", l)?, move |x| x.powf(p))?))
         }, other => Err(unsupported("pow", self.dtype(), l.shape(), FLOATING)))
     }
 
@@ -141,7 +143,7 @@ impl CpuStorage {
     pub(crate) fn gt_scalar(&self, l: &Layout, s: f64) -> Result<Self> {
         with_dtype!(self.dtype(), T => {
             let s = <T as Element>::from_f64(s);
-            Ok(Self::from_vec(map1("greater", self.typed::<T>("greater", l)?, |x| x > s)?))
+            Ok(Self::from_vec(map1("greater", self.typed::<T>("greater", l)?, move |x| x > s)?))
         })
     }
 
@@ -201,6 +203,56 @@ impl CpuStorage {
         with_dtype!(self.dtype(), T => {
             Ok(Self::from_vec(map1("contiguous", self.typed::<T>("contiguous", l)?, |x| x)?))
         })
+    }
+
+    /// Softmax or log-softmax along the last axis, fused, for float32 and float64 (C order of
+    /// `l`'s shape); `None` for the other dtypes, which the caller composes from array ops.
+    pub(crate) fn softmax_last(&self, l: &Layout, form: SoftmaxForm) -> Result<Option<Self>> {
+        let len = l.shape().last().copied().unwrap_or(1);
+        macro_rules! fused {
+            ($t:ty) => {{
+                let op = match form {
+                    SoftmaxForm::Softmax => "softmax",
+                    SoftmaxForm::LogSoftmax => "log_softmax",
+                };
+                let x = self.typed::<$t>(op, l)?.to_cow(op)?;
+                let mut out: Vec<$t> = super::pool::alloc(op, x.len())?;
+                super::softmax::rows(
+                    &x,
+                    len.max(1),
+                    form,
+                    &mut out.spare_capacity_mut()[..x.len()],
+                );
+                // SAFETY: `rows` wrote every element of `out[..x.len()]`.
+                unsafe { out.set_len(x.len()) };
+                Ok(Some(Self::from_vec(out)))
+            }};
+        }
+        match self.dtype() {
+            DType::F32 => fused!(f32),
+            DType::F64 => fused!(f64),
+            _ => Ok(None),
+        }
+    }
+
+    /// Each row's cross-entropy against its label (`ln Σ exp(x) - x[label]`, 0 where the label
+    /// is negative) of a `[N, C]` float32 or float64 buffer; `None` for the other dtypes.
+    pub(crate) fn cross_entropy_rows(&self, l: &Layout, labels: &[i64]) -> Result<Option<Self>> {
+        let op = "softmax_cross_entropy";
+        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        match self.dtype() {
+            DType::F32 => Ok(Some(Self::from_vec(super::softmax::cross_entropy(
+                &self.typed::<f32>(op, l)?.to_cow(op)?,
+                len,
+                labels,
+            )))),
+            DType::F64 => Ok(Some(Self::from_vec(super::softmax::cross_entropy(
+                &self.typed::<f64>(op, l)?.to_cow(op)?,
+                len,
+                labels,
+            )))),
+            _ => Ok(None),
+        }
     }
 
     /// The reduction over `axes` (sorted, distinct), the kept axes in C order.

@@ -57,6 +57,8 @@ static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 
 /// An empty `Vec<T>` with capacity for exactly `n` elements, reused from the pool when possible.
 ///
+/// A refused allocation frees the cache and is tried once more before it is an error.
+///
 /// Fails with [`Error::OutOfMemory`] naming `op` instead of aborting the process: when the size
 /// overflows, when it exceeds this machine's memory and swap (where that is known; a request that
 /// can never be met is refused before it is tried, whatever the kernel's overcommit policy), or
@@ -92,8 +94,23 @@ fn alloc_large<T: Copy + Send + 'static>(
         }
     }
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| oom(bytes))?;
+    if !reserve(&mut v, n) {
+        return Err(oom(bytes));
+    }
     Ok(v)
+}
+
+/// Reserves exactly `n` elements for the empty `v`; if the allocator refuses, frees the cache
+/// (whose buffers are of other lengths) and asks once more.
+fn reserve<T>(v: &mut Vec<T>, n: usize) -> bool {
+    if v.try_reserve_exact(n).is_ok() {
+        return true;
+    }
+    if cached_bytes() == 0 {
+        return false;
+    }
+    free_cached();
+    v.try_reserve_exact(n).is_ok()
 }
 
 /// Checks that `bytes` more can be asked of the host (see [`alloc`]), for buffers that are
@@ -103,6 +120,17 @@ pub(crate) fn check_host_bytes(op: &'static str, bytes: usize) -> Result<()> {
         return Err(HostOom { op, bytes });
     }
     Ok(())
+}
+
+/// Checks that `bytes` more could be allocated now, for a library that allocates them itself
+/// and aborts if refused: [`check_host_bytes`], then the bytes reserved and released at once
+/// (address space only, never touched).
+pub(crate) fn probe_host_bytes(op: &'static str, bytes: usize) -> Result<()> {
+    check_host_bytes(op, bytes)?;
+    match reserve(&mut Vec::<u8>::new(), bytes) {
+        true => Ok(()),
+        false => Err(HostOom { op, bytes }),
+    }
 }
 
 /// Physical memory plus swap, the most any allocation could get (`usize::MAX` where unknown).

@@ -77,7 +77,8 @@ impl<T: NumElement> Fold<T> for Max<T> {
     #[inline(always)]
     fn combine(acc: T, x: T) -> T {
         // NaN wins: a NaN accumulator stays, a NaN element takes over.
-        if x > acc || nan(x) { x } else { acc }
+        // `|`, not `||`: no branch, so that the loop vectorizes.
+        if (x > acc) | nan(x) { x } else { acc }
     }
 }
 
@@ -88,22 +89,36 @@ impl<T: NumElement> Fold<T> for Min<T> {
     }
     #[inline(always)]
     fn combine(acc: T, x: T) -> T {
-        if x < acc || nan(x) { x } else { acc }
+        if (x < acc) | nan(x) { x } else { acc }
     }
 }
 
-/// Folds a slice: blocks of [`BLOCK`] into [`LANES`] accumulators, blocks pairwise.
+/// Folds a slice: blocks of [`BLOCK`] into [`LANES`] accumulators, the blocks' accumulators
+/// pairwise (lane by lane, vectorized), the lanes pairwise at the end.
 #[inline(always)]
 fn fold_slice<T: NumElement, F: Fold<T>>(s: &[T]) -> T {
-    if s.len() <= BLOCK {
-        return fold_block::<T, F>(s);
+    let mut acc = fold_lanes::<T, F>(s);
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            acc[i] = F::combine(acc[i], acc[i + width]);
+        }
     }
-    let mid = (s.len() / BLOCK).div_ceil(2) * BLOCK;
-    F::combine(fold_slice::<T, F>(&s[..mid]), fold_slice::<T, F>(&s[mid..]))
+    acc[0]
 }
 
 #[inline(always)]
-fn fold_block<T: NumElement, F: Fold<T>>(s: &[T]) -> T {
+fn fold_lanes<T: NumElement, F: Fold<T>>(s: &[T]) -> [T; LANES] {
+    if s.len() > BLOCK {
+        let mid = (s.len() / BLOCK).div_ceil(2) * BLOCK;
+        let mut left = fold_lanes::<T, F>(&s[..mid]);
+        let right = fold_lanes::<T, F>(&s[mid..]);
+        for (a, b) in left.iter_mut().zip(right) {
+            *a = F::combine(*a, b);
+        }
+        return left;
+    }
     let mut acc = [F::identity(); LANES];
     let mut chunks = s.chunks_exact(LANES);
     for c in &mut chunks {
@@ -114,15 +129,7 @@ fn fold_block<T: NumElement, F: Fold<T>>(s: &[T]) -> T {
     for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
         *a = F::combine(*a, x);
     }
-    // The lanes pairwise.
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        for i in 0..width {
-            acc[i] = F::combine(acc[i], acc[i + width]);
-        }
-    }
-    acc[0]
+    acc
 }
 
 /// Combines `row` into `acc` elementwise.

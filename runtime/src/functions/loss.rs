@@ -1,6 +1,6 @@
 //! Softmax, log-softmax and softmax cross entropy.
 
-use super::{exp, mul, mul_scalar, neg, sub, sum, sum_axes};
+use super::{exp, mul, mul_scalar, sub, sum_axes};
 use crate::error::{Error, Result};
 use crate::{Array, DType, InputMeta, Variable, function_node};
 
@@ -17,11 +17,7 @@ impl LogSoftmax {
 
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
-        let axis = [self.axis];
-        let m = x.max_axes(&axis, true)?;
-        let shifted = x.sub(&m)?;
-        let lse = shifted.exp()?.sum_axes(&axis, true)?.log()?;
-        shifted.sub(&lse)
+        x.log_softmax(self.axis)
     }
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
@@ -38,9 +34,34 @@ pub fn log_softmax(x: &Variable, axis: isize) -> Result<Variable> {
     log_softmax_along(x, axis)
 }
 
-/// Softmax along `axis`.
+/// Softmax along an axis.
+struct Softmax {
+    axis: isize,
+}
+
+#[function_node(crate = "crate", name = "softmax_along")]
+impl Softmax {
+    fn new(axis: isize) -> Self {
+        Softmax { axis }
+    }
+
+    #[retain(output = 0)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.softmax(self.axis)
+    }
+
+    fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        // d softmax: gx = y (gy - Σ gy y)
+        let gy_y = mul(gy, y)?;
+        mul(y, &sub(gy, &sum_axes(&gy_y, &[self.axis], true)?)?)
+    }
+}
+
+/// Softmax along `axis`, computed stably.
 pub fn softmax(x: &Variable, axis: isize) -> Result<Variable> {
-    exp(&log_softmax(x, axis)?)
+    super::array_ops::expect_float("softmax", x)?;
+    crate::layout::normalize_axis("softmax", axis, x.shape())?;
+    softmax_along(x, axis)
 }
 
 /// Picks `x[i, t[i]]` for each row; rows whose label is negative give 0.
@@ -156,7 +177,71 @@ fn check_labels(op: &'static str, x: &Variable, t: &Array) -> Result<Vec<i64>> {
 pub fn softmax_cross_entropy(x: &Variable, t: &Array) -> Result<Variable> {
     let labels = check_labels("softmax_cross_entropy", x, t)?;
     let count = labels.iter().filter(|&&l| l >= 0).count().max(1);
-    let log_p = log_softmax(x, 1)?;
-    let picked = select_item_node(&log_p, labels)?;
-    mul_scalar(&neg(&sum(&picked)?)?, 1.0 / count as f64)
+    super::array_ops::expect_float("softmax_cross_entropy", x)?;
+    softmax_cross_entropy_node(x, labels, count)
+}
+
+/// The mean of each labelled row's `ln Σ exp(x) - x[t]`: one fused pass per row where the
+/// device has it, `-mean(log_softmax(x)[t])` composed of array operations elsewhere.
+struct SoftmaxCrossEntropy {
+    labels: Vec<i64>,
+    count: usize,
+}
+
+#[function_node(crate = "crate", name = "softmax_cross_entropy_node")]
+impl SoftmaxCrossEntropy {
+    fn new(labels: Vec<i64>, count: usize) -> Self {
+        SoftmaxCrossEntropy { labels, count }
+    }
+
+    #[retain(x)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        let total = match x.storage().cross_entropy_rows(x.layout(), &self.labels)? {
+            Some(rows) => {
+                Array::from_storage(rows, crate::layout::Layout::contiguous(&[x.shape()[0]]))
+                    .sum()?
+            }
+            None => {
+                let log_p = x.log_softmax(1)?;
+                let c = x.shape()[1];
+                let idx: Vec<i64> = (0..self.labels.len())
+                    .map(|i| i as i64 * c as i64 + self.labels[i])
+                    .collect();
+                let flat = log_p.to_f64_vec()?;
+                let picked: f64 = idx
+                    .iter()
+                    .zip(&self.labels)
+                    .filter(|&(_, &t)| t >= 0)
+                    .map(|(&j, _)| flat[j as usize])
+                    .sum();
+                Array::from_cpu_vec(vec![-picked], &[])
+                    .astype(x.dtype())?
+                    .to_device(x.device())?
+            }
+        };
+        total.mul_scalar(1.0 / self.count as f64)
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        // gx = (softmax(x) - onehot(t)) gy / count, rows labelled -1 left at 0.
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let mut target = vec![0.0; n * c];
+        let mut keep = vec![0.0; n];
+        for (i, &t) in self.labels.iter().enumerate() {
+            if t >= 0 {
+                target[i * c + t as usize] = 1.0;
+                keep[i] = 1.0;
+            }
+        }
+        let constant = |v: Vec<f64>, shape: &[usize]| -> Result<Variable> {
+            Ok(Variable::constant(
+                Array::from_cpu_vec(v, shape)
+                    .astype(x.dtype())?
+                    .to_device(x.device())?,
+            ))
+        };
+        let diff = sub(&softmax(x, 1)?, &constant(target, &[n, c])?)?;
+        let masked = mul(&diff, &constant(keep, &[n, 1])?)?;
+        mul(&masked, &mul_scalar(gy, 1.0 / self.count as f64)?)
+    }
 }

@@ -1,4 +1,4 @@
-//! Elementwise math: exp, expm1, log, log1p, sqrt, tanh, sigmoid, relu and `a ** b` — each declared with `#[function_node]`,
+//! Elementwise math: exp, expm1, log, log1p, erf, sqrt, tanh, sigmoid, relu and `a ** b` — each declared with `#[function_node]`,
 //! its forward the array operation of the same name (on every device).
 
 use crate::error::Result;
@@ -67,6 +67,23 @@ impl Log1p {
     }
 }
 
+/// The error function.
+pub struct Erf;
+
+#[function_node(crate = "crate")]
+impl Erf {
+    #[retain(x)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.erf()
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        // d erf(x)/dx = 2/√π e^(-x²)
+        let e = exp(&mul_scalar(&mul(x, x)?, -1.0)?)?;
+        mul(gy, &mul_scalar(&e, std::f64::consts::FRAC_2_SQRT_PI)?)
+    }
+}
+
 /// Square root.
 pub struct Sqrt;
 
@@ -93,7 +110,33 @@ impl Tanh {
     }
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
-        mul(gy, &rsub_scalar(&mul(y, y)?, 1.0)?)
+        tanh_grad(y, gy)
+    }
+}
+
+/// Tanh's backward, `gy * (1 - y²)` from the output `y`, in one pass; differentiable again
+/// (as Chainer's `TanhGrad`).
+struct TanhGrad;
+
+#[function_node(crate = "crate", name = "tanh_grad")]
+impl TanhGrad {
+    #[retain(y, gy)]
+    fn forward(&self, y: &Array, gy: &Array) -> Result<Array> {
+        y.float_binary::<crate::op::TanhGrad>(gy)
+    }
+
+    fn backward(
+        &self,
+        y: &Variable,
+        gy: &Variable,
+        ggx: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        // d/dy = -2 y gy ggx;  d/dgy = (1 - y²) ggx
+        Ok((
+            needed(needs, 0, || mul(&mul_scalar(&mul(y, gy)?, -2.0)?, ggx))?,
+            needed(needs, 1, || tanh_grad(y, ggx))?,
+        ))
     }
 }
 
@@ -108,7 +151,35 @@ impl Sigmoid {
     }
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
-        mul(gy, &mul(y, &rsub_scalar(y, 1.0)?)?)
+        sigmoid_grad(y, gy)
+    }
+}
+
+/// The sigmoid's backward, `gy * y * (1 - y)` from the output `y`, in one pass; differentiable
+/// again (as Chainer's `SigmoidGrad`).
+struct SigmoidGrad;
+
+#[function_node(crate = "crate", name = "sigmoid_grad")]
+impl SigmoidGrad {
+    #[retain(y, gy)]
+    fn forward(&self, y: &Array, gy: &Array) -> Result<Array> {
+        y.float_binary::<crate::op::SigmoidGrad>(gy)
+    }
+
+    fn backward(
+        &self,
+        y: &Variable,
+        gy: &Variable,
+        ggx: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        // d/dy = gy (1 - 2y) ggx;  d/dgy = y (1 - y) ggx
+        Ok((
+            needed(needs, 0, || {
+                mul(&mul(gy, &rsub_scalar(&mul_scalar(y, 2.0)?, 1.0)?)?, ggx)
+            })?,
+            needed(needs, 1, || sigmoid_grad(y, ggx))?,
+        ))
     }
 }
 

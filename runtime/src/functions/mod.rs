@@ -33,7 +33,7 @@ pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{
-    Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sqrt, Tanh, exp, expm1, log, log1p, pow, relu,
-    sigmoid, sqrt, tanh,
+    Erf, Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sqrt, Tanh, erf, exp, expm1, log, log1p, pow,
+    relu, sigmoid, sqrt, tanh,
 };
 pub use reduction::{max, max_axes, mean, mean_axes, min, min_axes, sum, sum_axes};

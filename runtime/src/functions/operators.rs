@@ -73,6 +73,11 @@ impl Variable {
         functions::exp(self)
     }
 
+    /// The error function ([`functions::erf`]).
+    pub fn erf(&self) -> Result<Variable> {
+        functions::erf(self)
+    }
+
     /// `e^self - 1`, accurate near 0 ([`functions::expm1`]).
     pub fn expm1(&self) -> Result<Variable> {
         functions::expm1(self)

@@ -280,8 +280,9 @@ const NUMERIC_UNARY: [(&str, Unary); 3] = [
     ("relu", Array::relu),
 ];
 
-const FLOAT_UNARY: [(&str, Unary); 7] = [
+const FLOAT_UNARY: [(&str, Unary); 8] = [
     ("exp", Array::exp),
+    ("erf", Array::erf),
     ("expm1", Array::expm1),
     ("log", Array::log),
     ("log1p", Array::log1p),

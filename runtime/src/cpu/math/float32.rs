@@ -211,3 +211,9 @@ pub(super) fn sigmoid<const FMA: bool>(x: f32) -> f32 {
 pub(super) fn sqrt(x: f32) -> f32 {
     x.sqrt()
 }
+
+/// The error function: musl's `erff` (the `libm` crate), a scalar loop (not vectorized).
+#[inline(always)]
+pub(super) fn erf(x: f32) -> f32 {
+    libm::erff(x)
+}

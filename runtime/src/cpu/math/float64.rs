@@ -221,3 +221,9 @@ pub(super) fn sigmoid<const FMA: bool>(x: f64) -> f64 {
 pub(super) fn sqrt(x: f64) -> f64 {
     x.sqrt()
 }
+
+/// The error function: musl's `erf` (the `libm` crate), a scalar loop (not vectorized).
+#[inline(always)]
+pub(super) fn erf(x: f64) -> f64 {
+    libm::erf(x)
+}

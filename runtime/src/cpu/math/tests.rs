@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::{Isa, apply_f32_on, apply_f64_on, isa};
 use crate::op::MathFn;
 
-const ALL: [MathFn; 7] = [
+const ALL: [MathFn; 8] = [
     MathFn::Exp,
     MathFn::ExpM1,
     MathFn::Ln,
@@ -16,9 +16,12 @@ const ALL: [MathFn; 7] = [
     MathFn::Tanh,
     MathFn::Sigmoid,
     MathFn::Sqrt,
+    MathFn::Erf,
 ];
 
-/// The reference of `f` at `x`, in float64 (the standard library's functions).
+/// The reference of `f` at `x`, in float64 (the standard library's functions; for erf, which
+/// the standard library lacks, musl's float64 `erf`: a reference for the float32 function only,
+/// the float64 one being that same function, checked against exact values instead).
 fn reference(f: MathFn, x: f64) -> f64 {
     match f {
         MathFn::Exp => x.exp(),
@@ -29,6 +32,7 @@ fn reference(f: MathFn, x: f64) -> f64 {
         MathFn::Sigmoid if x >= 0.0 => 1.0 / (1.0 + (-x).exp()),
         MathFn::Sigmoid => x.exp() / (1.0 + x.exp()),
         MathFn::Sqrt => x.sqrt(),
+        MathFn::Erf => libm::erf(x),
     }
 }
 
@@ -38,6 +42,9 @@ fn bound(f: MathFn, isa: Isa, float64: bool) -> f64 {
     match (f, float64) {
         (MathFn::Sqrt, _) => 0.5,
         (MathFn::Exp | MathFn::Ln, _) => 1.0,
+        (MathFn::Erf, false) => 1.0,
+        // The float64 function is the reference itself: its bound is the exact-value test's.
+        (MathFn::Erf, true) => 0.0,
         // Measured over every input that matters with AVX2 and FMA; the baseline build (no FMA)
         // is held to 2 on the sample.
         (_, false) if isa == Isa::Avx2Fma => 1.5,
@@ -197,6 +204,39 @@ fn assert_all(report: &[(bool, String)]) {
 }
 
 #[test]
+fn erf_special_values() {
+    for isa in isas() {
+        let xs = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            7.0,
+            -30.0,
+        ];
+        let want = [0.0, -0.0, 1.0, -1.0, f64::NAN, 1.0, -1.0];
+        let mut out = [MaybeUninit::uninit(); 7];
+        apply_f64_on(isa, MathFn::Erf, &xs, &mut out);
+        let xs32 = xs.map(|x| x as f32);
+        let mut out32 = [MaybeUninit::uninit(); 7];
+        apply_f32_on(isa, MathFn::Erf, &xs32, &mut out32);
+        for i in 0..xs.len() {
+            // SAFETY: written by `apply_f64_on` and `apply_f32_on`.
+            let (got, got32) = unsafe { (out[i].assume_init(), out32[i].assume_init()) };
+            let same =
+                |g: f64| (g.is_nan() && want[i].is_nan()) || g.to_bits() == want[i].to_bits();
+            assert!(same(got), "erf({}) on {isa:?} = {got}", xs[i]);
+            assert!(
+                same(f64::from(got32)),
+                "erff({}) on {isa:?} = {got32}",
+                xs[i]
+            );
+        }
+    }
+}
+
+#[test]
 fn special_values_are_the_standard_librarys() {
     for isa in isas() {
         for f in ALL {
@@ -288,6 +328,8 @@ fn exhaustive_ranges(f: MathFn) -> [(f32, f32); 3] {
         MathFn::Tanh => [(2f32.powi(-13), 9.1), (-9.1, -2f32.powi(-13)), (0.0, 0.0)],
         MathFn::Sigmoid => [(tiny, 18.0), (-104.0, -tiny), (0.0, 0.0)],
         MathFn::Sqrt => [(0.0, 0.0); 3],
+        // ±1 beyond 3.92; below 2⁻³⁰, 2x/√π rounded.
+        MathFn::Erf => [(2f32.powi(-30), 4.0), (-4.0, -2f32.powi(-30)), (0.0, 0.0)],
     }
 }
 
@@ -1150,6 +1192,78 @@ const EXACT: &[(MathFn, f64, f64, f64)] = &[
         -1.5705024907732008e-60,
     ),
     (MathFn::Sigmoid, 700.0, 1.0, 0.0),
+    // erf with mpmath at 60 digits, across musl's five intervals (0.84375, 1.25, 1/0.35, 6).
+    (MathFn::Erf, 1e-300, 1.1283791670955126e-300, -1.495728e-317),
+    (
+        MathFn::Erf,
+        9.313225746154785e-10,
+        1.050884991041862e-09,
+        1.3978427252426672e-26,
+    ),
+    (
+        MathFn::Erf,
+        1e-08,
+        1.1283791670955126e-08,
+        -5.879607832080608e-25,
+    ),
+    (
+        MathFn::Erf,
+        0.0625,
+        0.07043197772238707,
+        4.502285385811322e-18,
+    ),
+    (MathFn::Erf, 0.3, 0.3286267594591274, 2.2908254446982777e-17),
+    (MathFn::Erf, 0.5, 0.5204998778130465, 1.900077467916287e-17),
+    (
+        MathFn::Erf,
+        0.84375,
+        0.7672256612323416,
+        3.982733307777803e-17,
+    ),
+    (
+        MathFn::Erf,
+        0.9,
+        0.7969082124228322,
+        -2.3193178035628794e-17,
+    ),
+    (
+        MathFn::Erf,
+        1.0,
+        0.8427007929497149,
+        -2.4801011789118602e-17,
+    ),
+    (MathFn::Erf, 1.25, 0.9229001282564583, -5.51775442986392e-17),
+    (MathFn::Erf, 1.7, 0.9837904585907745, 4.16538078253101e-17),
+    (MathFn::Erf, 2.0, 0.9953222650189527, 2.20719858329765e-17),
+    (MathFn::Erf, 2.5, 0.999593047982555, 4.6925151097042234e-17),
+    (
+        MathFn::Erf,
+        2.857142857142857,
+        0.9999466876886117,
+        -4.6715199063846973e-17,
+    ),
+    (MathFn::Erf, 3.3, 0.9999969422902035, 3.418688300158856e-17),
+    (MathFn::Erf, 4.0, 0.9999999845827421, 1.44826531920025e-17),
+    (MathFn::Erf, 5.5, 0.9999999999999927, -3.03759554483649e-17),
+    (MathFn::Erf, 5.9, 0.9999999999999999, 3.911820462701088e-17),
+    (
+        MathFn::Erf,
+        -0.7,
+        -0.6778011938374184,
+        -5.860416063065593e-18,
+    ),
+    (
+        MathFn::Erf,
+        -1.9,
+        -0.9927904292352575,
+        4.272839049231346e-17,
+    ),
+    (
+        MathFn::Erf,
+        -3.1,
+        -0.9999883513426328,
+        -4.7372455611367474e-17,
+    ),
 ];
 
 #[test]

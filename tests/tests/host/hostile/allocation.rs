@@ -74,3 +74,59 @@ fn child_add_under_memory_limit() {
         vec![0.0; 3]
     );
 }
+
+/// `Array::to_vec` copies into a buffer it allocates fallibly: under a limit that holds the array
+/// but not its copy, an error, not an abort.
+#[test]
+fn to_vec_refused_under_a_memory_limit_is_an_error() {
+    super::run_child("allocation::child_to_vec_under_memory_limit", Some(1 << 20));
+}
+
+#[test]
+#[ignore = "run by to_vec_refused_under_a_memory_limit_is_an_error in a limited child"]
+fn child_to_vec_under_memory_limit() {
+    let n = 600 << 18;
+    let a = Array::zeros(&[n], DType::F32).unwrap();
+    match a.to_vec::<f32>() {
+        Err(Error::OutOfMemory { op, bytes, .. }) => {
+            assert_eq!((op.as_str(), bytes), ("to_vec", n * 4));
+        }
+        other => panic!("expected OutOfMemory, got {:?}", other.map(|v| v.len())),
+    }
+}
+
+/// The matrix-multiply engine allocates its packing buffers itself, and aborts if refused;
+/// kusari checks first. With the address space filled to the last mebibyte, a product whose
+/// result fits (256 bytes) but whose workspace does not is an error, not an abort (it was an
+/// abort: "memory allocation of 1114112 bytes failed"). Once the filler is dropped (into the
+/// buffer cache, which a refused allocation empties) the same product succeeds.
+#[test]
+fn a_matmul_whose_workspace_does_not_fit_is_an_error() {
+    super::run_child("allocation::child_matmul_under_memory_limit", Some(1 << 20));
+}
+
+#[test]
+#[ignore = "run by a_matmul_whose_workspace_does_not_fit_is_an_error in a limited child"]
+fn child_matmul_under_memory_limit() {
+    let k = 1 << 16;
+    let a = Array::ones(&[8, k], DType::F32).unwrap();
+    let b = Array::ones(&[k, 8], DType::F32).unwrap();
+    // Start the thread pool and the engine's per-thread buffers while there is room.
+    a.matmul(&b).unwrap();
+    let mut filler = Vec::new();
+    while let Ok(block) = Array::zeros(&[1 << 18], DType::F32) {
+        filler.push(block);
+    }
+    assert!(
+        filler.len() > 100,
+        "the limit left room for {} MiB",
+        filler.len()
+    );
+    match a.matmul(&b) {
+        Err(Error::OutOfMemory { op, .. }) => assert_eq!(op, "matmul"),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    drop(filler);
+    let c = a.matmul(&b).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(c, vec![k as f32; 64]);
+}
