@@ -115,6 +115,13 @@ binary_op!(
     "out = (T(0.5) == T(0) && b == T(0)) ? T(0) : a / b;",
     |a, b| a.over(b)
 );
+// ReLU's gradient from its output: `gy` where `y > 0`, else 0 (`a = y`, `b = gy`; one pass).
+binary_op!(
+    ReluGrad,
+    "relu_grad",
+    "out = a > T(0) ? b : T(0);",
+    |a, b| if a > T::zero() { b } else { T::zero() }
+);
 // NaN propagates through maximum and minimum, as in NumPy: `a != a` only holds for NaN.
 #[allow(clippy::eq_op)]
 fn is_nan<T: PartialOrd>(a: T) -> bool {

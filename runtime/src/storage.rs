@@ -279,6 +279,22 @@ impl Storage {
         }
     }
 
+    /// The softmax cross-entropy's gradient, row by row, where the device has it fused (the
+    /// host, float32 and float64); `None` elsewhere.
+    pub(crate) fn cross_entropy_grad_rows(
+        &self,
+        l: &Layout,
+        labels: &[i64],
+        scale: f64,
+    ) -> Result<Option<Self>> {
+        match self {
+            Storage::Cpu(s) => Ok(s
+                .cross_entropy_grad_rows(l, labels, scale)?
+                .map(Storage::Cpu)),
+            Storage::Cuda(_) => Ok(None),
+        }
+    }
+
     /// The reduction of `l`'s elements over `axes` (sorted, distinct), the kept axes in C order.
     pub(crate) fn reduce(
         &self,

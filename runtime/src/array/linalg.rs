@@ -73,7 +73,7 @@ impl Array {
         crate::layout::checked_size(OP, &out_shape, self.dtype())?;
         let out = match self.dtype() {
             DType::Bool => return Err(unsupported(OP, self, NUMERIC)),
-            // Half precision multiplies in f32 (matrixmultiply has no f16 kernel).
+            // Half precision multiplies in f32 (as on the GPU, accumulating in f32).
             DType::F16 | DType::BF16 => {
                 return a
                     .astype(DType::F32)?

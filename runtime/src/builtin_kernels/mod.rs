@@ -14,7 +14,7 @@ use crate::dtype::DType;
 use crate::op::{
     Abs, Add, BinaryOp, CmpOp, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
     GreaterEqual, Less, LessEqual, Log, Log1p, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg, NotEqual,
-    POW_SCALAR_CUDA, Pow, Relu, Sigmoid, SigmoidGrad, Sqrt, Sub, Tanh, TanhGrad, UnaryOp,
+    POW_SCALAR_CUDA, Pow, Relu, ReluGrad, Sigmoid, SigmoidGrad, Sqrt, Sub, Tanh, TanhGrad, UnaryOp,
     WHERE_CUDA,
 };
 
@@ -210,6 +210,7 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
         )*};
     }
     binary!(Add, Sub, Mul, Div, Maximum, Minimum);
+    all.push((binary_kernel::<ReluGrad>(), NUM));
     all.push((float_binary_kernel::<Pow>(), FLOAT));
     all.push((float_binary_kernel::<TanhGrad>(), FLOAT));
     all.push((float_binary_kernel::<SigmoidGrad>(), FLOAT));

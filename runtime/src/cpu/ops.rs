@@ -255,6 +255,48 @@ impl CpuStorage {
         }
     }
 
+    /// [`super::softmax::cross_entropy_grad`] of the rows of `self` (float32 or float64; `None`
+    /// for other dtypes), `scale` the output gradient over the count.
+    pub(crate) fn cross_entropy_grad_rows(
+        &self,
+        l: &Layout,
+        labels: &[i64],
+        scale: f64,
+    ) -> Result<Option<Self>> {
+        fn rows<T: Element + super::softmax::SoftmaxFloat>(
+            x: CpuRef<'_, T>,
+            len: usize,
+            labels: &[i64],
+            scale: T,
+        ) -> Result<CpuStorage> {
+            let op = "softmax_cross_entropy";
+            let x = x.to_cow(op)?;
+            let mut out: Vec<T> = super::pool::alloc(op, x.len())?;
+            super::softmax::cross_entropy_grad(
+                &x,
+                len,
+                labels,
+                scale,
+                &mut out.spare_capacity_mut()[..x.len()],
+            );
+            // SAFETY: `cross_entropy_grad` wrote every element of the first `x.len()`.
+            unsafe { out.set_len(x.len()) };
+            Ok(CpuStorage::from_vec(out))
+        }
+        let op = "softmax_cross_entropy";
+        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        match self.dtype() {
+            DType::F32 => Ok(Some(rows(
+                self.typed::<f32>(op, l)?,
+                len,
+                labels,
+                scale as f32,
+            )?)),
+            DType::F64 => Ok(Some(rows(self.typed::<f64>(op, l)?, len, labels, scale)?)),
+            _ => Ok(None),
+        }
+    }
+
     /// The reduction over `axes` (sorted, distinct), the kept axes in C order.
     pub(crate) fn reduce(
         &self,
@@ -270,7 +312,7 @@ impl CpuStorage {
 
     /// `self @ rhs` for operands shaped `[.., n, k]` and `[.., k, m]` whose batch axes broadcast
     /// to `batch` (checked by the caller): `batch + [n, m]` in C order. Half types are
-    /// multiplied in float32 by the caller (matrixmultiply has no f16 kernel).
+    /// multiplied in float32 by the caller.
     pub(crate) fn matmul(
         &self,
         l: &Layout,

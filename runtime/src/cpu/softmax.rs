@@ -165,6 +165,47 @@ pub(crate) fn rows<T: SoftmaxFloat>(x: &[T], len: usize, form: Form, out: &mut [
     }
 }
 
+/// The gradient of the mean cross-entropy: for each row `i` of `len` elements of `x`,
+/// `(softmax(x_i) - onehot(labels[i])) * scale` where `labels[i]` is not negative, 0 where it
+/// is (`scale` = the output gradient over the count), into `out`: one row at a time, in cache.
+pub(crate) fn cross_entropy_grad<T: SoftmaxFloat>(
+    x: &[T],
+    len: usize,
+    labels: &[i64],
+    scale: T,
+    out: &mut [MaybeUninit<T>],
+) {
+    let one = |((row, o), &t): ((&[T], &mut [MaybeUninit<T>]), &i64)| {
+        if t < 0 {
+            for v in o.iter_mut() {
+                v.write(T::ZERO);
+            }
+            return;
+        }
+        let m = row_max(row);
+        let s = shifted_exp(row, m, o);
+        // SAFETY: `shifted_exp` wrote every element of `o`.
+        let o = unsafe { &mut *(o as *mut [MaybeUninit<T>] as *mut [T]) };
+        let r = s.recip().mul(scale);
+        for v in o.iter_mut() {
+            *v = v.mul(r);
+        }
+        o[t as usize] = o[t as usize].sub(scale);
+    };
+    if x.len() >= PAR_MIN {
+        x.par_chunks(len)
+            .zip(out.par_chunks_mut(len))
+            .zip(labels.par_iter())
+            .with_min_len((16 * 1024 / len.max(1)).max(1))
+            .for_each(one);
+    } else {
+        x.chunks(len)
+            .zip(out.chunks_mut(len))
+            .zip(labels)
+            .for_each(one);
+    }
+}
+
 /// For each row `i` of `len` elements of `x` whose label `labels[i]` is not negative,
 /// `ln Σ exp(x_i) - x_i[labels[i]]` (the row's cross-entropy against its label); 0 for the
 /// others.

@@ -223,7 +223,19 @@ impl SoftmaxCrossEntropy {
     }
 
     fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
-        // gx = (softmax(x) - onehot(t)) gy / count, rows labelled -1 left at 0.
+        // gx = (softmax(x) - onehot(t)) gy / count, rows labelled -1 left at 0: in one pass
+        // per row on the host when this backward is not itself recorded (no double backprop).
+        if !crate::config::enable_backprop() && gy.array().device() == crate::Device::Cpu {
+            let scale = gy.array().to_f64_vec()?[0] / self.count as f64;
+            let xa = x.array();
+            if let Some(g) =
+                xa.storage()
+                    .cross_entropy_grad_rows(xa.layout(), &self.labels, scale)?
+            {
+                let layout = crate::layout::Layout::contiguous(xa.shape());
+                return Ok(Variable::constant(Array::from_storage(g, layout)));
+            }
+        }
         let (n, c) = (x.shape()[0], x.shape()[1]);
         let mut target = vec![0.0; n * c];
         let mut keep = vec![0.0; n];

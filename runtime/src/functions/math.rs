@@ -194,8 +194,29 @@ impl Relu {
     }
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
-        let mask = Variable::constant(y.array().gt_scalar(0.0)?.astype(y.dtype())?);
-        mul(gy, &mask)
+        relu_grad(y, gy)
+    }
+}
+
+/// ReLU's backward, `gy` where `y > 0` and 0 elsewhere, in one pass (as Chainer's
+/// `ReLUGrad2`). Differentiable in `gy` (the same mask); its gradient in `y` is 0 wherever it
+/// is defined, so none is returned.
+struct ReluGrad;
+
+#[function_node(crate = "crate", name = "relu_grad")]
+impl ReluGrad {
+    #[retain(y)]
+    fn forward(&self, y: &Array, gy: &Array) -> Result<Array> {
+        y.binary::<crate::op::ReluGrad>(gy)
+    }
+
+    fn backward(
+        &self,
+        y: &Variable,
+        ggx: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        Ok((None, needed(needs, 1, || relu_grad(y, ggx))?))
     }
 }
 

@@ -212,8 +212,8 @@ pub(super) fn sqrt(x: f32) -> f32 {
     x.sqrt()
 }
 
-/// The error function: musl's `erff` (the `libm` crate), a scalar loop (not vectorized).
+/// The error function, computed in float64 (`float64::erf_of_f32`).
 #[inline(always)]
-pub(super) fn erf(x: f32) -> f32 {
-    libm::erff(x)
+pub(super) fn erf<const FMA: bool>(x: f32) -> f32 {
+    super::float64::erf_of_f32::<FMA>(x)
 }

@@ -42,7 +42,9 @@ fn bound(f: MathFn, isa: Isa, float64: bool) -> f64 {
     match (f, float64) {
         (MathFn::Sqrt, _) => 0.5,
         (MathFn::Exp | MathFn::Ln, _) => 1.0,
-        (MathFn::Erf, false) => 1.0,
+        // Computed in float64: the float32 result is correctly rounded but within 2·10⁻¹⁰ of
+        // a rounding boundary.
+        (MathFn::Erf, false) => 0.501,
         // The float64 function is the reference itself: its bound is the exact-value test's.
         (MathFn::Erf, true) => 0.0,
         // Measured over every input that matters with AVX2 and FMA; the baseline build (no FMA)
