@@ -78,6 +78,18 @@ def strip_comments(text):
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*([;{])")
 
 
+def block_end(code, open_brace):
+    """The index just past the `}` that closes the `{` at `open_brace`."""
+    depth, j = 0, open_brace
+    while j < len(code):
+        depth += code[j] == "{"
+        depth -= code[j] == "}"
+        j += 1
+        if depth == 0:
+            break
+    return j
+
+
 def without_tests(code, path, skipped):
     """The code without its `#[cfg(test)] mod x { .. }` blocks; the files of `#[cfg(test)] mod x;`
     go into `skipped`."""
@@ -93,14 +105,7 @@ def without_tests(code, path, skipped):
                 skipped.add(os.path.normpath(os.path.join(base, f)))
             code = code[: m.start()] + code[m.end():]
             continue
-        depth, j = 0, m.end() - 1
-        while j < len(code):
-            depth += code[j] == "{"
-            depth -= code[j] == "}"
-            j += 1
-            if depth == 0:
-                break
-        code = code[: m.start()] + code[j:]
+        code = code[: m.start()] + code[block_end(code, m.end() - 1):]
 
 
 def module_of(src, path):
@@ -341,13 +346,7 @@ def inline_modules(code):
         m = INLINE_MOD.search(code)
         if not m:
             return code, blocks
-        depth, j = 0, m.end() - 1
-        while j < len(code):
-            depth += code[j] == "{"
-            depth -= code[j] == "}"
-            j += 1
-            if depth == 0:
-                break
+        j = block_end(code, m.end() - 1)
         blocks.append((m.group(1), code[m.end(): j - 1]))
         code = code[: m.start()] + code[j:]
 

@@ -103,8 +103,8 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
 
 /// Fails with `OutOfMemory` unless the allocator can give an upper bound of the workspace
 /// `gemm` allocates for an n×k · k×m product of `T`: packed copies of both operands and one
-/// L2-cache-sized slab per thread. The check costs one allocation; below a mebibyte it is
-/// skipped, as in [`super::pool::alloc`].
+/// L2-cache-sized slab per thread ([`super::pool::probe_host_bytes`]: one allocation, none for
+/// small products).
 fn reserve_workspace<T>(op: &'static str, n: usize, k: usize, m: usize) -> Result<()> {
     let elements = k.saturating_mul(n.saturating_add(m));
     let slabs = gemm_common::cache::CACHE_INFO[1]
@@ -113,9 +113,6 @@ fn reserve_workspace<T>(op: &'static str, n: usize, k: usize, m: usize) -> Resul
     let bytes = elements
         .saturating_mul(std::mem::size_of::<T>())
         .saturating_add(slabs);
-    if bytes < 1 << 20 {
-        return Ok(());
-    }
     super::pool::probe_host_bytes(op, bytes)
 }
 

@@ -208,29 +208,18 @@ impl CpuStorage {
     /// Softmax or log-softmax along the last axis, fused, for float32 and float64 (C order of
     /// `l`'s shape); `None` for the other dtypes, which the caller composes from array ops.
     pub(crate) fn softmax_last(&self, l: &Layout, form: SoftmaxForm) -> Result<Option<Self>> {
-        let len = l.shape().last().copied().unwrap_or(1);
-        macro_rules! fused {
-            ($t:ty) => {{
-                let op = match form {
-                    SoftmaxForm::Softmax => "softmax",
-                    SoftmaxForm::LogSoftmax => "log_softmax",
-                };
-                let x = self.typed::<$t>(op, l)?.to_cow(op)?;
-                let mut out: Vec<$t> = super::pool::alloc(op, x.len())?;
-                super::softmax::rows(
-                    &x,
-                    len.max(1),
-                    form,
-                    &mut out.spare_capacity_mut()[..x.len()],
-                );
-                // SAFETY: `rows` wrote every element of `out[..x.len()]`.
-                unsafe { out.set_len(x.len()) };
-                Ok(Some(Self::from_vec(out)))
-            }};
-        }
+        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        let op = match form {
+            SoftmaxForm::Softmax => "softmax",
+            SoftmaxForm::LogSoftmax => "log_softmax",
+        };
         match self.dtype() {
-            DType::F32 => fused!(f32),
-            DType::F64 => fused!(f64),
+            DType::F32 => fused_rows(op, self.typed::<f32>(op, l)?, |x, out| {
+                super::softmax::rows(x, len, form, out)
+            }),
+            DType::F64 => fused_rows(op, self.typed::<f64>(op, l)?, |x, out| {
+                super::softmax::rows(x, len, form, out)
+            }),
             _ => Ok(None),
         }
     }
@@ -263,36 +252,15 @@ impl CpuStorage {
         labels: &[i64],
         scale: f64,
     ) -> Result<Option<Self>> {
-        fn rows<T: Element + super::softmax::SoftmaxFloat>(
-            x: CpuRef<'_, T>,
-            len: usize,
-            labels: &[i64],
-            scale: T,
-        ) -> Result<CpuStorage> {
-            let op = "softmax_cross_entropy";
-            let x = x.to_cow(op)?;
-            let mut out: Vec<T> = super::pool::alloc(op, x.len())?;
-            super::softmax::cross_entropy_grad(
-                &x,
-                len,
-                labels,
-                scale,
-                &mut out.spare_capacity_mut()[..x.len()],
-            );
-            // SAFETY: `cross_entropy_grad` wrote every element of the first `x.len()`.
-            unsafe { out.set_len(x.len()) };
-            Ok(CpuStorage::from_vec(out))
-        }
         let op = "softmax_cross_entropy";
         let len = l.shape().last().copied().unwrap_or(1).max(1);
         match self.dtype() {
-            DType::F32 => Ok(Some(rows(
-                self.typed::<f32>(op, l)?,
-                len,
-                labels,
-                scale as f32,
-            )?)),
-            DType::F64 => Ok(Some(rows(self.typed::<f64>(op, l)?, len, labels, scale)?)),
+            DType::F32 => fused_rows(op, self.typed::<f32>(op, l)?, |x, out| {
+                super::softmax::cross_entropy_grad(x, len, labels, scale as f32, out)
+            }),
+            DType::F64 => fused_rows(op, self.typed::<f64>(op, l)?, |x, out| {
+                super::softmax::cross_entropy_grad(x, len, labels, scale, out)
+            }),
             _ => Ok(None),
         }
     }
@@ -344,4 +312,19 @@ impl CpuStorage {
             )),
         }
     }
+}
+
+/// A fused row kernel of `cpu::softmax` over `x` in C order: `fill(x, out)` writes every element
+/// of a fresh buffer of `x`'s length.
+fn fused_rows<T: Element>(
+    op: &'static str,
+    x: CpuRef<'_, T>,
+    fill: impl FnOnce(&[T], &mut [std::mem::MaybeUninit<T>]),
+) -> Result<Option<CpuStorage>> {
+    let x = x.to_cow(op)?;
+    let mut out: Vec<T> = super::pool::alloc(op, x.len())?;
+    fill(&x, &mut out.spare_capacity_mut()[..x.len()]);
+    // SAFETY: `fill` wrote every element of `out[..x.len()]`.
+    unsafe { out.set_len(x.len()) };
+    Ok(Some(CpuStorage::from_vec(out)))
 }

@@ -124,8 +124,12 @@ pub(crate) fn check_host_bytes(op: &'static str, bytes: usize) -> Result<()> {
 
 /// Checks that `bytes` more could be allocated now, for a library that allocates them itself
 /// and aborts if refused: [`check_host_bytes`], then the bytes reserved and released at once
-/// (address space only, never touched).
+/// (address space only, never touched). Below [`MIN_POOLED_BYTES`] it is skipped, as in
+/// [`alloc`]: a refusal of so little means the process is out of memory anyway.
 pub(crate) fn probe_host_bytes(op: &'static str, bytes: usize) -> Result<()> {
+    if bytes < MIN_POOLED_BYTES {
+        return Ok(());
+    }
     check_host_bytes(op, bytes)?;
     match reserve(&mut Vec::<u8>::new(), bytes) {
         true => Ok(()),
