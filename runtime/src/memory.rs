@@ -1,6 +1,6 @@
 //! Host memory: the cache of large buffers that arrays reuse.
 //!
-//! When an array of at least 1 MiB is dropped its buffer is kept (up to a cap, 1 GiB by default)
+//! When an array of at least 64 KiB is dropped its buffer is kept (up to a cap, 1 GiB by default)
 //! and handed to the next array of the same dtype and length. A training loop therefore stops
 //! paying for fresh pages after its first step: on virtual machines the kernel's page faults cost
 //! more than the arithmetic of an elementwise op over the same memory. The cache is CuPy's memory

@@ -127,18 +127,25 @@ binary_op!(
 fn is_nan<T: PartialOrd>(a: T) -> bool {
     a != a
 }
+// On the host `b > a ? b : a` is one `max` instruction on x86 (its second operand, `a`, where
+// either is NaN), and a NaN `b` is chosen after it: two instructions and a blend, vectorized.
 binary_op!(
     Maximum,
     "maximum",
     "out = (a != a || a >= b) ? a : b;",
-    // `|`, not `||`: both comparisons always, no branch, so that the loop vectorizes.
-    |a, b| if is_nan(a) | (a >= b) { a } else { b }
+    |a, b| {
+        let m = if b > a { b } else { a };
+        if is_nan(b) { b } else { m }
+    }
 );
 binary_op!(
     Minimum,
     "minimum",
     "out = (a != a || a <= b) ? a : b;",
-    |a, b| if is_nan(a) | (a <= b) { a } else { b }
+    |a, b| {
+        let m = if b < a { b } else { a };
+        if is_nan(b) { b } else { m }
+    }
 );
 
 pub(crate) struct Pow;

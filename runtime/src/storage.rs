@@ -270,6 +270,24 @@ impl Storage {
         }
     }
 
+    /// The gradient of softmax or log-softmax along the last axis from its output `self` and
+    /// the output's gradient `gy` (one shape), fused, where the device has it (the host, float32
+    /// and float64); `None` where the caller composes it.
+    pub(crate) fn softmax_grad_last(
+        &self,
+        l: &Layout,
+        gy: &Self,
+        gl: &Layout,
+        form: SoftmaxForm,
+    ) -> Result<Option<Self>> {
+        match (self, gy) {
+            (Storage::Cpu(s), Storage::Cpu(g)) => {
+                Ok(s.softmax_grad_last(l, g, gl, form)?.map(Storage::Cpu))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Each row's cross-entropy against its label of a `[N, C]` buffer, fused, where the device
     /// has it (the host, float32 and float64); `None` elsewhere.
     pub(crate) fn cross_entropy_rows(&self, l: &Layout, labels: &[i64]) -> Result<Option<Self>> {

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use super::CpuRef;
 use super::pool::Result;
 use crate::dtype::Element;
+use crate::op::MathFn;
 
 /// Element count from which elementwise work and reductions are split across threads. Below it
 /// one thread is faster: waking rayon's threads costs tens of microseconds on this kind of
@@ -21,15 +22,63 @@ pub(crate) const PAR_MIN: usize = 1 << 18;
 /// Elements per parallel task on the contiguous path.
 const CHUNK: usize = 1 << 14;
 
-/// Fills `n` fresh elements with `fill(start, chunk)` over disjoint chunks, in parallel when large.
+/// The element count from which `f` over a slice of `T` is split across threads: where one
+/// thread's work passes about 60 µs, twice what waking the others costs. From the time an
+/// element takes on one core (AVX2 and FMA, the 4K rows of the ops bench, in ns): float32 exp
+/// 1.0, ln 1.1, expm1 1.5, ln1p 1.6, sigmoid 1.7, tanh 2.0, erf 5.9, sqrt 0.27; float64 about
+/// 2.3, 3.3, 3.7, 3.5, 3.9, 5.2, 23 and 0.76. Never above [`PAR_MIN`], where memory-bound
+/// work splits. (Here, not in `math`: when to split is this engine's policy.)
+pub(crate) fn math_par_min<T>(f: MathFn) -> usize {
+    let wide = std::mem::size_of::<T>() > 4;
+    let ns_per_element = match (f, wide) {
+        (MathFn::Sqrt, _) => return PAR_MIN,
+        (MathFn::Exp | MathFn::Ln, false) => 1.0,
+        (MathFn::ExpM1 | MathFn::Ln1p | MathFn::Sigmoid, false) => 1.5,
+        (MathFn::Tanh, false) => 2.0,
+        (MathFn::Exp, true) => 2.3,
+        (MathFn::Ln | MathFn::ExpM1 | MathFn::Ln1p | MathFn::Sigmoid, true) => 3.3,
+        (MathFn::Tanh, true) => 5.0,
+        (MathFn::Erf, false) => 6.0,
+        (MathFn::Erf, true) => 20.0,
+    };
+    elements_for(ns_per_element)
+}
+
+/// The element count whose work, at `ns_per_element` on one core, is worth splitting across
+/// threads (about 60 µs; see [`math_par_min`]), at most [`PAR_MIN`].
+pub(crate) fn elements_for(ns_per_element: f64) -> usize {
+    ((60_000.0 / ns_per_element) as usize).clamp(1 << 12, PAR_MIN)
+}
+
+/// Runs `body` compiled for AVX2 and FMA where this CPU has them, so that the loop inlined into
+/// it is vectorized 256 bits wide (twice the x86-64 baseline's SSE2), and as it is elsewhere.
+/// The results are the same bits either way: the operations do not change (Rust never contracts
+/// `a * b + c` into a fused multiply-add of its own accord).
+#[inline(always)]
+pub(crate) fn wide<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if super::math::isa() == super::math::Isa::Avx2Fma {
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2<R>(body: impl FnOnce() -> R) -> R {
+            body()
+        }
+        // SAFETY: this CPU has AVX2 and FMA (`isa`).
+        return unsafe { avx2(body) };
+    }
+    body()
+}
+
+/// Fills `n` fresh elements with `fill(start, chunk)` over disjoint chunks, in parallel from
+/// `par_min` elements.
 fn collect_chunks<O: Element>(
     op: &'static str,
     n: usize,
+    par_min: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync + Send,
 ) -> Result<Vec<O>> {
     let mut out: Vec<O> = super::pool::alloc(op, n)?;
     let spare = &mut out.spare_capacity_mut()[..n];
-    if n >= PAR_MIN {
+    if n >= par_min {
         spare
             .par_chunks_mut(CHUNK)
             .enumerate()
@@ -64,18 +113,31 @@ pub(crate) fn map1<A: Element, O: Element>(
     a: CpuRef<'_, A>,
     f: impl Fn(A) -> O + Sync + Send,
 ) -> Result<Vec<O>> {
+    map1_from(op, a, PAR_MIN, f)
+}
+
+/// [`map1`] split across threads from `par_min` elements (below [`PAR_MIN`] for an `f` that
+/// costs many cycles an element).
+pub(crate) fn map1_from<A: Element, O: Element>(
+    op: &'static str,
+    a: CpuRef<'_, A>,
+    par_min: usize,
+    f: impl Fn(A) -> O + Sync + Send,
+) -> Result<Vec<O>> {
     if let Some(a) = a.contiguous() {
-        return collect_chunks(op, a.len(), |start, out| {
+        return collect_chunks(op, a.len(), par_min, |start, out| {
             let end = start + out.len();
-            for (o, &x) in out.iter_mut().zip(&a[start..end]) {
-                o.write(f(x));
-            }
+            wide(|| {
+                for (o, &x) in out.iter_mut().zip(&a[start..end]) {
+                    o.write(f(x));
+                }
+            })
         });
     }
     let av = a.view();
     collect_zip(op, a.shape(), |out| {
         let z = Zip::from(out).and(&av);
-        if av.len() >= PAR_MIN {
+        if av.len() >= par_min {
             z.par_for_each(|o, &x| {
                 o.write(f(x));
             });
@@ -89,15 +151,16 @@ pub(crate) fn map1<A: Element, O: Element>(
 
 /// `a`'s elements in C order through `f`, a slice at a time: `f(src, dst)` writes
 /// `dst[i]` from `src[i]` (one length), for chunks of the elements, in parallel when there are
-/// many. A strided `a` is gathered into C order first. For functions that are vectorized over
-/// slices ([`super::math`]).
+/// `par_min` or more. A strided `a` is gathered into C order first. For functions that are
+/// vectorized over slices ([`super::math`]).
 pub(crate) fn map_slices<A: Element, O: Element>(
     op: &'static str,
     a: CpuRef<'_, A>,
+    par_min: usize,
     f: impl Fn(&[A], &mut [MaybeUninit<O>]) + Sync + Send,
 ) -> Result<Vec<O>> {
     let src = a.to_cow(op)?;
-    collect_chunks(op, src.len(), |start, out| {
+    collect_chunks(op, src.len(), par_min, |start, out| {
         f(&src[start..start + out.len()], out)
     })
 }
@@ -116,11 +179,13 @@ pub(crate) fn zip2<A: Element, B: Element, O: Element>(
     }
     let same = a.shape() == shape && b.shape() == shape;
     if let (true, Some(a), Some(b)) = (same, a.contiguous(), b.contiguous()) {
-        return collect_chunks(op, a.len(), |start, out| {
+        return collect_chunks(op, a.len(), PAR_MIN, |start, out| {
             let end = start + out.len();
-            for ((o, &x), &y) in out.iter_mut().zip(&a[start..end]).zip(&b[start..end]) {
-                o.write(f(x, y));
-            }
+            wide(|| {
+                for ((o, &x), &y) in out.iter_mut().zip(&a[start..end]).zip(&b[start..end]) {
+                    o.write(f(x, y));
+                }
+            })
         });
     }
     // One operand whole, the other repeated along leading axes (a bias row, a scalar): one
@@ -172,29 +237,44 @@ fn repeat_zip<A: Element, B: Element, O: Element>(
     let period = part.len();
     if period == 1 {
         let y = part[0];
-        return collect_chunks(op, whole.len(), |start, out| {
-            for (o, &x) in out.iter_mut().zip(&whole[start..]) {
-                o.write(f(x, y));
-            }
+        return collect_chunks(op, whole.len(), PAR_MIN, |start, out| {
+            wide(|| {
+                for (o, &x) in out.iter_mut().zip(&whole[start..]) {
+                    o.write(f(x, y));
+                }
+            })
         });
     }
-    collect_chunks(op, whole.len(), |start, out| {
-        let (mut i, mut done) = (start, 0);
-        while done < out.len() {
-            let j = i % period;
-            let take = (period - j).min(out.len() - done);
-            let dst = &mut out[done..done + take];
-            for ((o, &x), &y) in dst
-                .iter_mut()
-                .zip(&whole[i..i + take])
-                .zip(&part[j..j + take])
-            {
-                o.write(f(x, y));
-            }
-            done += take;
-            i += take;
-        }
+    collect_chunks(op, whole.len(), PAR_MIN, |start, out| {
+        wide(|| repeat_chunk(whole, part, start, out, &f))
     })
+}
+
+/// `out[k] = f(whole[start + k], part[(start + k) % part.len()])` for every `k` of `out`.
+#[inline(always)]
+fn repeat_chunk<A: Element, B: Element, O: Element>(
+    whole: &[A],
+    part: &[B],
+    start: usize,
+    out: &mut [MaybeUninit<O>],
+    f: &impl Fn(A, B) -> O,
+) {
+    let period = part.len();
+    let (mut i, mut done) = (start, 0);
+    while done < out.len() {
+        let j = i % period;
+        let take = (period - j).min(out.len() - done);
+        let dst = &mut out[done..done + take];
+        for ((o, &x), &y) in dst
+            .iter_mut()
+            .zip(&whole[i..i + take])
+            .zip(&part[j..j + take])
+        {
+            o.write(f(x, y));
+        }
+        done += take;
+        i += take;
+    }
 }
 
 /// `f` applied to `a`, `b` and `c` broadcast to `shape` (which the caller has checked).
@@ -214,12 +294,14 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, O: Element>(
     if let (true, Some(a), Some(b), Some(c)) =
         (same, a.contiguous(), b.contiguous(), c.contiguous())
     {
-        return collect_chunks(op, a.len(), |start, out| {
+        return collect_chunks(op, a.len(), PAR_MIN, |start, out| {
             let end = start + out.len();
             let abc = a[start..end].iter().zip(&b[start..end]).zip(&c[start..end]);
-            for (o, ((&x, &y), &z)) in out.iter_mut().zip(abc) {
-                o.write(f(x, y, z));
-            }
+            wide(|| {
+                for (o, ((&x, &y), &z)) in out.iter_mut().zip(abc) {
+                    o.write(f(x, y, z));
+                }
+            })
         });
     }
     let dims = IxDyn(shape);

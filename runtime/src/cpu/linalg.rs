@@ -6,7 +6,7 @@
 //! threaded) and faer at the bench's shapes (`docs/guide/performance.md`).
 //!
 //! `gemm` allocates its packing buffers itself, and an allocation it cannot get aborts the
-//! process. So before each float product of a mebibyte or more, [`reserve_workspace`] asks the
+//! process. So before each float product of 64 KiB or more, [`reserve_workspace`] asks the
 //! allocator for an upper bound of what `gemm` will take (a packed copy of both operands and one
 //! L2-sized slab per thread) and gives it back: under a memory limit, a product whose workspace
 //! does not fit is `Err(OutOfMemory)` instead.

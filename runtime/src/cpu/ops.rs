@@ -4,7 +4,7 @@
 use ndarray::LinalgScalar;
 use num_traits::Float as _;
 
-use super::{CpuRef, CpuStorage, map_slices, map1, matmul, reduce, zip2, zip3};
+use super::{CpuRef, CpuStorage, map_slices, map1, map1_from, matmul, reduce, zip2, zip3};
 use crate::DType;
 use crate::dtype::{Element, NumElement as _, with_dtype, with_float_dtype, with_num_dtype};
 use crate::error::{Error, Result};
@@ -55,11 +55,13 @@ impl CpuStorage {
             DType::F32 => Ok(Self::from_vec(map_slices(
                 O::NAME,
                 self.typed::<f32>(O::NAME, l)?,
+                super::elementwise::math_par_min::<f32>(O::MATH),
                 |src, dst| super::math::apply_f32(O::MATH, src, dst),
             )?)),
             DType::F64 => Ok(Self::from_vec(map_slices(
                 O::NAME,
                 self.typed::<f64>(O::NAME, l)?,
+                super::elementwise::math_par_min::<f64>(O::MATH),
                 |src, dst| super::math::apply_f64(O::MATH, src, dst),
             )?)),
             _ => with_float_dtype!(self.dtype(), T => {
@@ -133,7 +135,10 @@ impl CpuStorage {
     pub(crate) fn pow_scalar(&self, l: &Layout, p: f64) -> Result<Self> {
         with_float_dtype!(self.dtype(), T => {
             let p = <T as Element>::from_f64(p);
-            Ok(Self::from_vec(map1("pow", self.typed::<T>("pow", l)?, move |x| x.powf(p))?))
+            // Six float32 ns an element, twenty float64 (glibc's powf and pow).
+            let par_min = super::elementwise::elements_for(if size_of::<T>() > 4 { 20.0 } else { 6.0 });
+            let x = self.typed::<T>("pow", l)?;
+            Ok(Self::from_vec(map1_from("pow", x, par_min, move |x| x.powf(p))?))
         }, other => Err(unsupported("pow", self.dtype(), l.shape(), FLOATING)))
     }
 
@@ -220,6 +225,38 @@ impl CpuStorage {
             DType::F64 => fused_rows(op, self.typed::<f64>(op, l)?, |x, out| {
                 super::softmax::rows(x, len, form, out)
             }),
+            _ => Ok(None),
+        }
+    }
+
+    /// [`super::softmax::grad_rows`]: the gradient of softmax or log-softmax along the last axis
+    /// from its output `self` and the output's gradient `gy` (one shape, checked by the caller),
+    /// C order; `None` for dtypes other than float32 and float64.
+    pub(crate) fn softmax_grad_last(
+        &self,
+        l: &Layout,
+        gy: &Self,
+        gl: &Layout,
+        form: SoftmaxForm,
+    ) -> Result<Option<Self>> {
+        let op = match form {
+            SoftmaxForm::Softmax => "softmax",
+            SoftmaxForm::LogSoftmax => "log_softmax",
+        };
+        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        match self.dtype() {
+            DType::F32 => {
+                let g = gy.typed::<f32>(op, gl)?.to_cow(op)?;
+                fused_rows(op, self.typed::<f32>(op, l)?, |y, out| {
+                    super::softmax::grad_rows(y, &g, len, form, out)
+                })
+            }
+            DType::F64 => {
+                let g = gy.typed::<f64>(op, gl)?.to_cow(op)?;
+                fused_rows(op, self.typed::<f64>(op, l)?, |y, out| {
+                    super::softmax::grad_rows(y, &g, len, form, out)
+                })
+            }
             _ => Ok(None),
         }
     }

@@ -2,6 +2,7 @@
 
 use super::{exp, mul, mul_scalar, sub, sum_axes};
 use crate::error::{Error, Result};
+use crate::op::SoftmaxForm;
 use crate::{Array, DType, InputMeta, Variable, function_node};
 
 /// `log(softmax(x))` along an axis.
@@ -21,6 +22,9 @@ impl LogSoftmax {
     }
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        if let Some(gx) = fused_grad(y, gy, self.axis, SoftmaxForm::LogSoftmax)? {
+            return Ok(gx);
+        }
         // d log_softmax: gx = gy - softmax * Σ gy
         let total = sum_axes(gy, &[self.axis], true)?;
         sub(gy, &mul(&exp(y)?, &total)?)
@@ -32,6 +36,34 @@ pub fn log_softmax(x: &Variable, axis: isize) -> Result<Variable> {
     super::array_ops::expect_float("log_softmax", x)?;
     crate::layout::normalize_axis("log_softmax", axis, x.shape())?;
     log_softmax_along(x, axis)
+}
+
+/// The gradient of softmax or log-softmax from its output `y`, in one pass per row, where that
+/// applies: this backward not itself recorded (no double backprop), the axis the last, and the
+/// storage's device fusing it (the host, float32 and float64). `None` where the caller composes
+/// it of differentiable functions.
+fn fused_grad(
+    y: &Variable,
+    gy: &Variable,
+    axis: isize,
+    form: SoftmaxForm,
+) -> Result<Option<Variable>> {
+    let (ya, ga) = (y.array(), gy.array());
+    let last = crate::layout::normalize_axis("softmax", axis, ya.shape())? + 1 == ya.ndim();
+    if crate::config::enable_backprop()
+        || !last
+        || ga.shape() != ya.shape()
+        || ga.dtype() != ya.dtype()
+    {
+        return Ok(None);
+    }
+    Ok(ya
+        .storage()
+        .softmax_grad_last(ya.layout(), ga.storage(), ga.layout(), form)?
+        .map(|g| {
+            let layout = crate::layout::Layout::contiguous(ya.shape());
+            Variable::constant(Array::from_storage(g, layout))
+        }))
 }
 
 /// Softmax along an axis.
@@ -51,6 +83,9 @@ impl Softmax {
     }
 
     fn backward(&self, y: &Variable, gy: &Variable) -> Result<Variable> {
+        if let Some(gx) = fused_grad(y, gy, self.axis, SoftmaxForm::Softmax)? {
+            return Ok(gx);
+        }
         // d softmax: gx = y (gy - Σ gy y)
         let gy_y = mul(gy, y)?;
         mul(y, &sub(gy, &sum_axes(&gy_y, &[self.axis], true)?)?)

@@ -925,6 +925,47 @@ fn log_softmax_and_softmax() -> Result<()> {
     Ok(())
 }
 
+/// The backward of softmax and log-softmax over rows large enough to be split across threads
+/// (and of a length that leaves a remainder to every unrolled loop), in float32 and float64,
+/// against the formulas written out in a plain f64 loop: `y (gy - Σ y gy)` and
+/// `gy - softmax Σ gy`; and the same gradient when the backward is recorded (double backprop
+/// on, composed of array operations).
+#[test]
+fn softmax_backward_of_many_rows_matches_its_formula() -> Result<()> {
+    let (rows, cols) = (257, 1029);
+    let x = rand_in(&[rows, cols], 181, -4.0, 4.0);
+    let gy = rand_in(&[rows, cols], 182, -1.0, 1.0);
+    let lsm = log_softmax_rows(&vals(&x), rows, cols);
+    let gyv = vals(&gy);
+    let (mut want_sm, mut want_ls) = (vec![0.0; rows * cols], vec![0.0; rows * cols]);
+    for r in 0..rows {
+        let row = r * cols..(r + 1) * cols;
+        let y: Vec<f64> = lsm[row.clone()].iter().map(|l| l.exp()).collect();
+        let g = &gyv[row.clone()];
+        let dot: f64 = y.iter().zip(g).map(|(a, b)| a * b).sum();
+        let total: f64 = g.iter().sum();
+        for j in 0..cols {
+            want_sm[r * cols + j] = y[j] * (g[j] - dot);
+            want_ls[r * cols + j] = g[j] - y[j] * total;
+        }
+    }
+    for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 2e-5)] {
+        let (xd, gd) = (x.astype(dtype)?, gy.astype(dtype)?);
+        for (name, want) in [("softmax", &want_sm), ("log_softmax", &want_ls)] {
+            let f = move |v: &[Variable]| match name {
+                "softmax" => F::softmax(&v[0], -1),
+                _ => F::log_softmax(&v[0], 1),
+            };
+            for double in [false, true] {
+                let (_, g) = grads_of(&f, one(&xd), &gd, double)?;
+                assert_eq!(g[0].dtype(), dtype, "{name} {dtype:?} double={double}");
+                assert_close(g[0].array(), &arr(want, &[rows, cols]), tol, tol);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn select_item_picks_one_element_per_row() -> Result<()> {
     let x = uniform(&[4, 3], 170);
