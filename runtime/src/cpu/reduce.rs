@@ -81,9 +81,11 @@ impl<T: NumElement> Fold<T> for Max<T> {
     }
     #[inline(always)]
     fn combine(acc: T, x: T) -> T {
-        // NaN wins: a NaN accumulator stays, a NaN element takes over.
-        // `|`, not `||`: no branch, so that the loop vectorizes.
-        if (x > acc) | nan(x) { x } else { acc }
+        // NaN wins: a NaN accumulator stays (`x > NaN` is false), a NaN element takes over.
+        // `x > acc ? x : acc` is one `max` instruction on x86, and the NaN test one blend after
+        // it: two steps on each accumulator's chain, no branch, so that the loop vectorizes.
+        let m = if x > acc { x } else { acc };
+        if nan(x) { x } else { m }
     }
 }
 
@@ -95,7 +97,8 @@ impl<T: NumElement> Fold<T> for Min<T> {
     }
     #[inline(always)]
     fn combine(acc: T, x: T) -> T {
-        if (x < acc) | nan(x) { x } else { acc }
+        let m = if x < acc { x } else { acc };
+        if nan(x) { x } else { m }
     }
 }
 

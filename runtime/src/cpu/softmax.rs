@@ -83,16 +83,20 @@ fn row_max<T: SoftmaxFloat>(row: &[T]) -> T {
     let mut chunks = row.chunks_exact(16);
     for c in &mut chunks {
         for (a, &x) in acc.iter_mut().zip(c) {
-            *a = if (x > *a) | x.is_nan() { x } else { *a };
+            *a = max_nan(*a, x);
         }
     }
     for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
-        *a = if (x > *a) | x.is_nan() { x } else { *a };
+        *a = max_nan(*a, x);
     }
-    acc.iter().fold(
-        T::NEG_INFINITY,
-        |m, &x| if (x > m) | x.is_nan() { x } else { m },
-    )
+    acc.iter().fold(T::NEG_INFINITY, |m, &x| max_nan(m, x))
+}
+
+/// The larger of `acc` and `x`, NaN if either is: one `max` and one blend on x86.
+#[inline(always)]
+fn max_nan<T: SoftmaxFloat>(acc: T, x: T) -> T {
+    let m = if x > acc { x } else { acc };
+    if x.is_nan() { x } else { m }
 }
 
 /// Σ `row`, in 16 accumulators (pairwise at the end).
