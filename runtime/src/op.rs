@@ -293,6 +293,16 @@ pub(crate) enum SoftmaxForm {
     LogSoftmax,
 }
 
+impl SoftmaxForm {
+    /// The op's name in errors.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SoftmaxForm::Softmax => "softmax",
+            SoftmaxForm::LogSoftmax => "log_softmax",
+        }
+    }
+}
+
 /// Which reduction to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reduction {

@@ -147,10 +147,7 @@ impl Array {
     /// One fused pass per row where the storage has it (the host, float32 and float64, along
     /// the last axis), else composed of array operations.
     fn softmax_form(&self, axis: isize, form: SoftmaxForm) -> Result<Array> {
-        let op = match form {
-            SoftmaxForm::Softmax => "softmax",
-            SoftmaxForm::LogSoftmax => "log_softmax",
-        };
+        let op = form.name();
         crate::op::require_float(op, self.dtype(), self.shape())?;
         let a = crate::layout::normalize_axis(op, axis, self.shape())?;
         if a + 1 == self.ndim()

@@ -213,11 +213,8 @@ impl CpuStorage {
     /// Softmax or log-softmax along the last axis, fused, for float32 and float64 (C order of
     /// `l`'s shape); `None` for the other dtypes, which the caller composes from array ops.
     pub(crate) fn softmax_last(&self, l: &Layout, form: SoftmaxForm) -> Result<Option<Self>> {
-        let len = l.shape().last().copied().unwrap_or(1).max(1);
-        let op = match form {
-            SoftmaxForm::Softmax => "softmax",
-            SoftmaxForm::LogSoftmax => "log_softmax",
-        };
+        let len = row_len(l);
+        let op = form.name();
         match self.dtype() {
             DType::F32 => fused_rows(op, self.typed::<f32>(op, l)?, |x, out| {
                 super::softmax::rows(x, len, form, out)
@@ -239,11 +236,8 @@ impl CpuStorage {
         gl: &Layout,
         form: SoftmaxForm,
     ) -> Result<Option<Self>> {
-        let op = match form {
-            SoftmaxForm::Softmax => "softmax",
-            SoftmaxForm::LogSoftmax => "log_softmax",
-        };
-        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        let op = form.name();
+        let len = row_len(l);
         match self.dtype() {
             DType::F32 => {
                 let g = gy.typed::<f32>(op, gl)?.to_cow(op)?;
@@ -265,7 +259,7 @@ impl CpuStorage {
     /// is negative) of a `[N, C]` float32 or float64 buffer; `None` for the other dtypes.
     pub(crate) fn cross_entropy_rows(&self, l: &Layout, labels: &[i64]) -> Result<Option<Self>> {
         let op = "softmax_cross_entropy";
-        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        let len = row_len(l);
         match self.dtype() {
             DType::F32 => Ok(Some(Self::from_vec(super::softmax::cross_entropy(
                 &self.typed::<f32>(op, l)?.to_cow(op)?,
@@ -290,7 +284,7 @@ impl CpuStorage {
         scale: f64,
     ) -> Result<Option<Self>> {
         let op = "softmax_cross_entropy";
-        let len = l.shape().last().copied().unwrap_or(1).max(1);
+        let len = row_len(l);
         match self.dtype() {
             DType::F32 => fused_rows(op, self.typed::<f32>(op, l)?, |x, out| {
                 super::softmax::cross_entropy_grad(x, len, labels, scale as f32, out)
@@ -349,6 +343,12 @@ impl CpuStorage {
             )),
         }
     }
+}
+
+/// The length of `l`'s rows (its last axis; 1 for a 0-d layout or an empty last axis), as the
+/// fused row kernels of `cpu::softmax` take it.
+fn row_len(l: &Layout) -> usize {
+    l.shape().last().copied().unwrap_or(1).max(1)
 }
 
 /// A fused row kernel of `cpu::softmax` over `x` in C order: `fill(x, out)` writes every element

@@ -48,13 +48,12 @@ fn fused_grad(
     axis: isize,
     form: SoftmaxForm,
 ) -> Result<Option<Variable>> {
+    if crate::config::enable_backprop() {
+        return Ok(None);
+    }
     let (ya, ga) = (y.array(), gy.array());
-    let last = crate::layout::normalize_axis("softmax", axis, ya.shape())? + 1 == ya.ndim();
-    if crate::config::enable_backprop()
-        || !last
-        || ga.shape() != ya.shape()
-        || ga.dtype() != ya.dtype()
-    {
+    let last = crate::layout::normalize_axis(form.name(), axis, ya.shape())? + 1 == ya.ndim();
+    if !last || ga.shape() != ya.shape() || ga.dtype() != ya.dtype() {
         return Ok(None);
     }
     Ok(ya
