@@ -24,7 +24,7 @@ import tempfile
 
 # Lowest first. Every top-level module of runtime/src must be listed.
 LAYERS = [
-    ("base", ["env", "error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros"]),
+    ("base", ["env", "error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros", "window"]),
     ("storage backends", ["op", "builtin_kernels", "launch_plan", "cpu", "cuda", "storage", "memory"]),
     ("config", ["config"]),
     ("array", ["array", "elementwise_kernel", "reduction_kernel", "raw_kernel"]),

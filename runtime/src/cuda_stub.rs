@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::launch_plan::{LaunchArgs, RawArg};
 use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
+use crate::window::Window;
 use crate::{DType, Device};
 
 /// Why nothing of CUDA runs in this build; where `KUSARI_CUDA_EMULATE` asks for the emulated
@@ -169,6 +170,20 @@ impl CudaStorage {
         _axes: &[usize],
         _kind: Reduction,
     ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn im2col(
+        &self,
+        _op: &'static str,
+        _l: &Layout,
+        _w: &Window,
+        _pad: f64,
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn col2im(&self, _op: &'static str, _l: &Layout, _w: &Window) -> Result<Self> {
         match *self {}
     }
 

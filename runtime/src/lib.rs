@@ -46,6 +46,7 @@ mod scalar;
 mod storage;
 mod sync;
 pub mod testing;
+mod window;
 
 pub use array::{Array, WeakArray};
 pub use config::{DeviceGuard, default_device, using_device};

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::launch_plan::{LaunchArgs, Operand, RawArg, source_for};
 use crate::layout::{Layout, checked_size};
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, SoftmaxForm, UnaryOp};
+use crate::window::Window;
 use crate::{DType, Device};
 
 /// An array's buffer on one device. Shared between views through `Arc`.
@@ -324,6 +325,30 @@ impl Storage {
         Ok(match self {
             Storage::Cpu(s) => Storage::Cpu(s.reduce(op, l, axes, kind)?),
             Storage::Cuda(s) => Storage::Cuda(s.reduce(op, l, axes, kind)?),
+        })
+    }
+
+    /// `l`'s elements, planes of `w`'s input, as columns `[planes, kernel elements, output
+    /// positions]` in C order, `pad` where a window leaves the input.
+    pub(crate) fn im2col(
+        &self,
+        op: &'static str,
+        l: &Layout,
+        w: &Window,
+        pad: f64,
+    ) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.im2col(op, l, w, pad)?),
+            Storage::Cuda(s) => Storage::Cuda(s.im2col(op, l, w, pad)?),
+        })
+    }
+
+    /// The adjoint of [`Storage::im2col`]: columns `[planes, kernel elements, output
+    /// positions]` summed into planes of `w`'s input, C order.
+    pub(crate) fn col2im(&self, op: &'static str, l: &Layout, w: &Window) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.col2im(op, l, w)?),
+            Storage::Cuda(s) => Storage::Cuda(s.col2im(op, l, w)?),
         })
     }
 

@@ -6,6 +6,7 @@ mod linalg;
 mod ops;
 mod reduce;
 mod shape;
+mod window;
 
 pub(crate) use elementwise::{require_float, require_numeric};
 pub use handle::{Array, WeakArray};

@@ -96,6 +96,69 @@ pub(crate) static MATMUL: ElementwiseDef = ElementwiseDef::new(
      out = acc;",
 );
 
+/// The parameters of a sliding window's kernels: per spatial axis (three, unit axes first)
+/// the input and output sizes, the window's size, stride, padding and dilation.
+macro_rules! window_params {
+    () => {
+        "int64 w_i0, int64 w_i1, int64 w_i2, int64 w_o0, int64 w_o1, int64 w_o2, \
+         int64 w_k0, int64 w_k1, int64 w_k2, int64 w_s0, int64 w_s1, int64 w_s2, \
+         int64 w_p0, int64 w_p1, int64 w_p2, int64 w_d0, int64 w_d1, int64 w_d2"
+    };
+}
+
+/// im2col: one thread per column element `[plane, k0, k1, k2, o0, o1, o2]` of a C-order
+/// `[plane, i0, i1, i2]` input; `w_pad` where the window leaves the input (see `window.rs`).
+pub(crate) static IM2COL: ElementwiseDef = ElementwiseDef::new(
+    "kusari_im2col",
+    "raw T x",
+    "T col",
+    concat!(window_params!(), ", float64 w_pad"),
+    "long long r_ = (long long)i;\n\
+     const long long o2 = r_ % w_o2; r_ /= w_o2;\n\
+     const long long o1 = r_ % w_o1; r_ /= w_o1;\n\
+     const long long o0 = r_ % w_o0; r_ /= w_o0;\n\
+     const long long k2 = r_ % w_k2; r_ /= w_k2;\n\
+     const long long k1 = r_ % w_k1; r_ /= w_k1;\n\
+     const long long k0 = r_ % w_k0; r_ /= w_k0;\n\
+     const long long x0 = o0 * w_s0 - w_p0 + k0 * w_d0;\n\
+     const long long x1 = o1 * w_s1 - w_p1 + k1 * w_d1;\n\
+     const long long x2 = o2 * w_s2 - w_p2 + k2 * w_d2;\n\
+     if (0 <= x0 && x0 < w_i0 && 0 <= x1 && x1 < w_i1 && 0 <= x2 && x2 < w_i2) {\n\
+     \x20 col = x[((r_ * w_i0 + x0) * w_i1 + x1) * w_i2 + x2];\n\
+     } else {\n\
+     \x20 col = (T)w_pad;\n\
+     }",
+);
+
+/// col2im, im2col's adjoint: one thread per input element `[plane, x0, x1, x2]`, summing the
+/// column elements that read it (a gather: no atomics, the same order on every run).
+pub(crate) static COL2IM: ElementwiseDef = ElementwiseDef::new(
+    "kusari_col2im",
+    "raw T col",
+    "T x",
+    window_params!(),
+    "long long r_ = (long long)i;\n\
+     const long long x2 = r_ % w_i2; r_ /= w_i2;\n\
+     const long long x1 = r_ % w_i1; r_ /= w_i1;\n\
+     const long long x0 = r_ % w_i0; r_ /= w_i0;\n\
+     T acc = 0;\n\
+     for (long long k0 = 0; k0 < w_k0; ++k0) {\n\
+     \x20 const long long t0 = x0 + w_p0 - k0 * w_d0;\n\
+     \x20 if (t0 < 0 || t0 % w_s0 != 0 || t0 / w_s0 >= w_o0) continue;\n\
+     \x20 for (long long k1 = 0; k1 < w_k1; ++k1) {\n\
+     \x20   const long long t1 = x1 + w_p1 - k1 * w_d1;\n\
+     \x20   if (t1 < 0 || t1 % w_s1 != 0 || t1 / w_s1 >= w_o1) continue;\n\
+     \x20   for (long long k2 = 0; k2 < w_k2; ++k2) {\n\
+     \x20     const long long t2 = x2 + w_p2 - k2 * w_d2;\n\
+     \x20     if (t2 < 0 || t2 % w_s2 != 0 || t2 / w_s2 >= w_o2) continue;\n\
+     \x20     const long long k_ = (r_ * w_k0 + k0) * w_k1 * w_k2 + k1 * w_k2 + k2;\n\
+     \x20     acc += col[((k_ * w_o0 + t0 / w_s0) * w_o1 + t1 / w_s1) * w_o2 + t2 / w_s2];\n\
+     \x20   }\n\
+     \x20 }\n\
+     }\n\
+     x = acc;",
+);
+
 fn dtype_index(d: DType) -> usize {
     DType::ALL
         .iter()
@@ -245,6 +308,8 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
     all.push((MUL_ADD, NUM));
     all.push((COPY, ALL));
     all.push((MATMUL, NUM));
+    all.push((IM2COL, FLOAT));
+    all.push((COL2IM, FLOAT));
     all.push((SGD_UPDATE, FLOAT));
     all.push((MOMENTUM_SGD_UPDATE, FLOAT));
     for d in DType::ALL {

@@ -10,6 +10,7 @@ pub(crate) mod pool;
 mod reduce;
 mod softmax;
 mod storage;
+mod window;
 
 pub(crate) use elementwise::{PAR_MIN, map_slices, map1, map1_from, zip2, zip3};
 pub(crate) use linalg::matmul;

@@ -15,9 +15,9 @@ use super::reduction_launch::launch_reduction_on;
 use crate::DType;
 use crate::builtin_kernels::reductions::{MAX, MIN, SUM, SUM_INT32, SUM_INT64};
 use crate::builtin_kernels::{
-    COPY, GREATER_SCALAR, MATMUL, MUL_ADD, POW_SCALAR, WHERE, binary_kernel, cast_kernel,
-    compare_kernel, fill_kernel, float_binary_kernel, float_unary_kernel, scalar_kernel,
-    unary_kernel,
+    COL2IM, COPY, GREATER_SCALAR, IM2COL, MATMUL, MUL_ADD, POW_SCALAR, WHERE, binary_kernel,
+    cast_kernel, compare_kernel, fill_kernel, float_binary_kernel, float_unary_kernel,
+    scalar_kernel, unary_kernel,
 };
 use crate::cpu::CpuStorage;
 use crate::dtype::{Element, with_dtype};
@@ -28,6 +28,7 @@ use crate::op::{
     BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp, require_float,
     require_numeric, unsupported,
 };
+use crate::window::Window;
 
 /// The bytes of a typed slice (every `Element` is a plain value without padding).
 fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
@@ -300,6 +301,37 @@ impl CudaStorage {
         self.op(&MUL_ADD, &[(self, xl), (y, yl), (z, zl)], &[], true)
     }
 
+    /// `l`'s elements (planes of the window's input) as columns `[planes, kernel elements,
+    /// output positions]`, `pad` outside the input (float32 and float64).
+    pub(crate) fn im2col(
+        &self,
+        op: &'static str,
+        l: &Layout,
+        w: &Window,
+        pad: f64,
+    ) -> Result<Self> {
+        require_f32_f64(op, self.dtype(), l.shape())?;
+        let planes = l.size() / w.input_size().max(1);
+        let mut params = window_params(w);
+        params.push(pad);
+        let size = planes * w.kernel_size() * w.output_size();
+        let (outputs, _) =
+            launch_builtin(self.ordinal(), &IM2COL, &[(self, l)], &params, Some(size))?;
+        only_output(&IM2COL, outputs)
+    }
+
+    /// The adjoint of [`CudaStorage::im2col`]: columns summed into planes of the window's
+    /// input, each input element gathering what read it.
+    pub(crate) fn col2im(&self, op: &'static str, l: &Layout, w: &Window) -> Result<Self> {
+        require_f32_f64(op, self.dtype(), l.shape())?;
+        let planes = l.size() / (w.kernel_size() * w.output_size()).max(1);
+        let size = planes * w.input_size();
+        let params = window_params(w);
+        let (outputs, _) =
+            launch_builtin(self.ordinal(), &COL2IM, &[(self, l)], &params, Some(size))?;
+        only_output(&COL2IM, outputs)
+    }
+
     /// Reduces the elements of `l` over `axes` (sorted, distinct), giving the kept axes in C
     /// order. Half-precision buffers are reduced in float32.
     ///
@@ -380,6 +412,19 @@ impl CudaStorage {
             }
         }
         Ok(out)
+    }
+}
+
+/// A window's geometry as the window kernels' parameters (three axes, unit axes first).
+fn window_params(w: &Window) -> Vec<f64> {
+    w.as_3d().iter().flatten().map(|&v| v as f64).collect()
+}
+
+/// float32 or float64, else an error naming `op`.
+fn require_f32_f64(op: &'static str, dtype: DType, shape: &[usize]) -> Result<()> {
+    match dtype {
+        DType::F32 | DType::F64 => Ok(()),
+        _ => Err(unsupported(op, dtype, shape, "float32 or float64")),
     }
 }
 

@@ -12,11 +12,14 @@
 mod apply;
 mod arithmetic;
 mod array_ops;
+mod conv;
 mod dropout;
 mod linear;
 mod loss;
 mod math;
+mod normalization;
 mod operators;
+mod pooling;
 mod reduction;
 
 pub(crate) use apply::{apply1, needed, only};
@@ -29,11 +32,20 @@ pub use arithmetic::{
     rsub_scalar, sub, sub_scalar, where_,
 };
 pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
+pub use conv::{
+    ConvOptions, Dims, convolution_2d, convolution_nd, deconvolution_2d, deconvolution_nd,
+};
 pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{
     Erf, Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sqrt, Tanh, erf, exp, expm1, log, log1p, pow,
     relu, sigmoid, sqrt, tanh,
+};
+pub use normalization::{
+    batch_normalization, batch_normalization_stats, fixed_batch_normalization,
+};
+pub use pooling::{
+    PoolOptions, average_pooling_2d, average_pooling_nd, max_pooling_2d, max_pooling_nd,
 };
 pub use reduction::{max, max_axes, mean, mean_axes, min, min_axes, sum, sum_axes};

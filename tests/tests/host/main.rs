@@ -11,6 +11,7 @@
 //! | `errors` | every user mistake is an `Err` naming the op, the input, the shapes and the dtypes |
 //! | `gradient_check` | finite differences and the gradient checkers |
 //! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
+//! | `nn_layers` | convolution, deconvolution, pooling, batch normalization (`op_tests!` and errors) |
 //! | `macro_ops` | ops declared with `#[function_node]` |
 //! | `macro_forms` | every form `#[function_node]` and `#[derive(Link)]` accept, one module each |
 //! | `links`, `optimizers`, `serialize`, `train` | links, optimizers, checkpoints, the MLP example |
@@ -31,6 +32,7 @@ mod kernel_sources;
 mod links;
 mod macro_forms;
 mod macro_ops;
+mod nn_layers;
 mod op_harness;
 mod optimizers;
 mod serialize;
