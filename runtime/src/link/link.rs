@@ -14,8 +14,33 @@ pub trait Link {
     /// each path prefixed with `prefix`.
     fn visit_params<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter));
 
-    /// Every parameter with its path, e.g. `("/l1/W", &w)`.
+    /// Every learned parameter with its path, e.g. `("/l1/W", &w)` (persistent values, such as
+    /// a `BatchNormalization`'s running averages, are left out: see [`named_state`](Self::named_state)).
     fn named_params(&self) -> Vec<(String, &Parameter)> {
+        let mut out = Vec::new();
+        self.visit_params("", &mut |name, p| {
+            if !p.is_persistent() {
+                out.push((name, p))
+            }
+        });
+        out
+    }
+
+    /// Every persistent value with its path ([`Parameter::persistent`]), e.g.
+    /// `("/bn/avg_mean", &m)`.
+    fn named_persistents(&self) -> Vec<(String, &Parameter)> {
+        let mut out = Vec::new();
+        self.visit_params("", &mut |name, p| {
+            if p.is_persistent() {
+                out.push((name, p))
+            }
+        });
+        out
+    }
+
+    /// Everything a checkpoint holds: every parameter and persistent value with its path, in
+    /// field order.
+    fn named_state(&self) -> Vec<(String, &Parameter)> {
         let mut out = Vec::new();
         self.visit_params("", &mut |name, p| out.push((name, p)));
         out
@@ -33,13 +58,13 @@ pub trait Link {
         }
     }
 
-    /// Moves every parameter to `device` (and initialises later ones there). A device that does
-    /// not exist is an error before any parameter is changed.
+    /// Moves every parameter and persistent value to `device` (and initialises later ones
+    /// there). A device that does not exist is an error before any parameter is changed.
     fn to_device(&self, device: Device) -> Result<()> {
         crate::cuda::check_device(device, &format!("Link::to_device({device})"))?;
-        self.params()
+        self.named_state()
             .into_iter()
-            .try_for_each(|p| p.to_device(device))
+            .try_for_each(|(_, p)| p.to_device(device))
     }
 
     /// The number of parameter elements (uninitialised parameters count 0).

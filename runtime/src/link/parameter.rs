@@ -33,6 +33,7 @@ pub struct Parameter {
     state: Mutex<State>,
     initializer: Arc<dyn Initializer>,
     dtype: DType,
+    persistent: bool,
 }
 
 impl std::fmt::Debug for Parameter {
@@ -62,6 +63,7 @@ impl Parameter {
             }),
             initializer: Arc::new(initializer),
             dtype,
+            persistent: false,
         }
     }
 
@@ -87,7 +89,32 @@ impl Parameter {
             }),
             initializer: Arc::new(super::initializers::Zero),
             dtype,
+            persistent: false,
         }
+    }
+
+    /// A persistent value holding `array` (Chainer's `register_persistent`): state a link keeps
+    /// that is not learned by gradients — a `BatchNormalization`'s running mean and variance.
+    /// It is saved, loaded and moved between devices with the link's parameters
+    /// ([`Link::named_state`](super::Link::named_state)), but [`Link::params`](super::Link::params)
+    /// leaves it out, so optimizers, `cleargrads` and `count_params` never see it.
+    ///
+    /// ```
+    /// use kusari::link::Parameter;
+    /// use kusari::{Array, DType};
+    /// let p = Parameter::persistent(Array::zeros(&[3], DType::F32).unwrap());
+    /// assert!(p.is_persistent());
+    /// ```
+    pub fn persistent(array: Array) -> Self {
+        Parameter {
+            persistent: true,
+            ..Parameter::from_array(array)
+        }
+    }
+
+    /// Whether this is a persistent value rather than a learned parameter.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

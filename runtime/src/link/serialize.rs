@@ -216,7 +216,7 @@ fn tensor_name(path: &str) -> &str {
 
 /// Every parameter of `link` on the host, or the names of those not initialised.
 fn host_tensors(link: &dyn Link, op: &'static str) -> Result<Vec<HostTensor>> {
-    let params = link.named_params();
+    let params = link.named_state();
     let uninitialised: Vec<String> = params
         .iter()
         .filter(|(_, p)| !p.is_initialized())
@@ -261,7 +261,7 @@ fn load_checkpoint(
             });
         }
     };
-    let params = link.named_params();
+    let params = link.named_state();
     let matched = match match_tensors(&params, &checkpoint, options) {
         Ok(matched) => matched,
         Err(problems) => {
