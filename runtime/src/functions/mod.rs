@@ -9,6 +9,7 @@
 //! declares a kernel of its own. Broadcasting binary functions sum their gradients back to
 //! each input's shape, which they retain as `meta(..)` (shape and dtype, no data).
 
+mod activation;
 mod apply;
 mod arithmetic;
 mod array_ops;
@@ -16,9 +17,11 @@ mod dropout;
 mod linear;
 mod loss;
 mod math;
+mod normalization;
 mod operators;
 mod reduction;
 
+pub use activation::{Absolute, absolute, clip, elu, gelu, leaky_relu, softplus, swish};
 pub(crate) use apply::{apply1, needed, only};
 pub use arithmetic::{
     Add, AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, PowConstant, Sub,
@@ -33,7 +36,8 @@ pub use dropout::dropout;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{
-    Erf, Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sqrt, Tanh, erf, exp, expm1, log, log1p, pow,
-    relu, sigmoid, sqrt, tanh,
+    Cos, Erf, Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sin, Sqrt, Tanh, cos, erf, exp, expm1,
+    log, log1p, pow, relu, sigmoid, sin, sqrt, tanh,
 };
+pub use normalization::layer_normalization;
 pub use reduction::{max, max_axes, mean, mean_axes, min, min_axes, sum, sum_axes};
