@@ -3,6 +3,7 @@
 //! tutorial's library links, [`EltwiseParamProduct`] and [`Linear`], and
 //! [`LayerNormalization`].
 
+mod atomic_file;
 mod eltwise_param_product;
 mod field;
 pub mod initializers;
