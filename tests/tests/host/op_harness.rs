@@ -461,7 +461,7 @@ kusari::op_tests!(absolute => OpTest::new("absolute", uniform(&[3, 4], -1.0, 1.0
 
 kusari::op_tests!(clip => OpTest::new("clip", uniform(&[3, 4], -1.0, 1.0))
     .forward(|x| F::clip(&x[0], Some(-0.4), Some(0.5)))
-    .expected(|x| vec![x[0].mapv(|v| if v < -0.4 { -0.4 } else if v > 0.5 { 0.5 } else { v })])
+    .expected(|x| vec![x[0].mapv(|v| v.clamp(-0.4, 0.5))])
     .avoid(|x| near(&x[0], &[-0.4, 0.5], 0.02)));
 
 kusari::op_tests!(clip_one_sided => OpTest::new("clip", uniform(&[3, 4], -1.0, 1.0))

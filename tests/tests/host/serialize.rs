@@ -794,10 +794,20 @@ fn dead_pid() -> u32 {
 #[test]
 fn stale_temporary_files_are_removed_by_the_next_save_and_load() -> Result<()> {
     let host = host_name();
-    let mut sleeper = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .expect("spawn sleep");
+    // A running process, killed and waited for however the test ends.
+    struct Sleeper(std::process::Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            self.0.kill().ok();
+            self.0.wait().ok();
+        }
+    }
+    let sleeper = Sleeper(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep"),
+    );
     let me = std::process::id();
     for next in ["save", "load"] {
         let dir = TempDir::new(&format!("stale-{next}"));
@@ -807,7 +817,7 @@ fn stale_temporary_files_are_removed_by_the_next_save_and_load() -> Result<()> {
             |host: &str, pid: u32, n: u32| format!(".m.safetensors.kusari-tmp-{host}-{pid}-{n}");
         let stale = [tmp(&host, dead_pid(), 0), tmp(&host, dead_pid(), 7)];
         let kept = [
-            tmp(&host, sleeper.id(), 0),
+            tmp(&host, sleeper.0.id(), 0),
             tmp(&host, me, 99),
             tmp("some-other-host", dead_pid(), 1),
             ".n.safetensors.kusari-tmp-x-1-0"
@@ -835,8 +845,7 @@ fn stale_temporary_files_are_removed_by_the_next_save_and_load() -> Result<()> {
         want.sort();
         assert_eq!(dir.entries(), want, "after the next {next}");
     }
-    sleeper.kill().ok();
-    sleeper.wait().ok();
+    drop(sleeper);
     Ok(())
 }
 
