@@ -53,8 +53,9 @@ impl Default for LoadOptions {
 ///   of the same path removes it, once the process that wrote it is gone (on Linux, a process of
 ///   this host whose id no longer runs) or it is a day old (any host, any system).
 ///
-/// Every parameter must be initialised ([`Error::UninitializedParams`] names those that are
-/// not); a file that cannot be written is [`Error::CheckpointFile`].
+/// The file's bytes are put together in memory (as [`save_to_bytes`] does) before they are
+/// written. Every parameter must be initialised ([`Error::UninitializedParams`] names those that
+/// are not); a file that cannot be written is [`Error::CheckpointFile`].
 ///
 /// ```
 /// use kusari::link::{load, save, Linear};
