@@ -869,3 +869,38 @@ fn a_failed_save_leaves_no_temporary_file() -> Result<()> {
     assert!(path.is_dir());
     Ok(())
 }
+
+/// A `LayerNormalization` is saved as `gamma` and `beta`, and a lazy one takes its size from the
+/// file.
+#[test]
+fn layer_normalization_round_trips_and_a_lazy_one_takes_the_files_size() -> Result<()> {
+    use kusari::link::LayerNormalization;
+    let dir = TempDir::new("layer-norm");
+    let path = dir.path("ln.safetensors");
+    let trained = LayerNormalization::new(Some(3), 1e-6, DType::F32)?;
+    trained
+        .gamma
+        .set_array(Array::from_vec(vec![0.5f32, 2.0, -1.0], &[3])?)?;
+    trained
+        .beta
+        .set_array(Array::from_vec(vec![0.25f32, 0.0, 3.0], &[3])?)?;
+    save(&trained, &path)?;
+    let file = std::fs::read(&path).expect("saved");
+    let tensors = SafeTensors::deserialize(&file).expect("valid");
+    let mut names = tensors.names();
+    names.sort_unstable();
+    assert_eq!(names, vec!["beta", "gamma"]);
+
+    let restored = LayerNormalization::new(None, 1e-6, DType::F32)?;
+    load(&restored, &path)?;
+    assert_eq!(restored.size(), Some(3));
+    assert_eq!(
+        restored.gamma.array()?.to_vec::<f32>()?,
+        vec![0.5, 2.0, -1.0]
+    );
+    assert_eq!(
+        restored.beta.array()?.to_vec::<f32>()?,
+        vec![0.25, 0.0, 3.0]
+    );
+    Ok(())
+}
