@@ -35,8 +35,9 @@ pub(crate) trait FloatUnaryOp {
     const NAME: &'static str;
     /// The CUDA body (operands `a`, `b`, result `out`).
     const CUDA: &'static str;
-    /// The host's vectorized form for float32 and float64 (`cpu::math`).
-    const MATH: MathFn;
+    /// The host's vectorized form for float32 and float64 (`cpu::math`); `None`: [`Self::f`]
+    /// one element at a time in every dtype (the standard library's function).
+    const MATH: Option<MathFn>;
     /// One element, for the other float dtypes.
     fn f<T: FloatElement>(a: T) -> T;
 }
@@ -82,7 +83,20 @@ macro_rules! float_unary_op {
         impl FloatUnaryOp for $name {
             const NAME: &'static str = $label;
             const CUDA: &'static str = $cuda;
-            const MATH: MathFn = MathFn::$math;
+            const MATH: Option<MathFn> = Some(MathFn::$math);
+            #[inline(always)]
+            fn f<T: FloatElement>($a: T) -> T {
+                $e
+            }
+        }
+    };
+    // No vectorized form: the standard library's function, one element at a time.
+    ($name:ident, $label:literal, $cuda:literal, |$a:ident| $e:expr) => {
+        pub(crate) struct $name;
+        impl FloatUnaryOp for $name {
+            const NAME: &'static str = $label;
+            const CUDA: &'static str = $cuda;
+            const MATH: Option<MathFn> = None;
             #[inline(always)]
             fn f<T: FloatElement>($a: T) -> T {
                 $e
@@ -235,6 +249,10 @@ float_unary_op!(
         e / (T::one() + e)
     }
 );
+// Sine and cosine (radians): the standard library's, element by element (half types through
+// float32, as every float op).
+float_unary_op!(Sin, "sin", "out = sin(a);", |a| a.sin());
+float_unary_op!(Cos, "cos", "out = cos(a);", |a| a.cos());
 
 cmp_op!(Equal, "equal", ==);
 cmp_op!(NotEqual, "not_equal", !=);

@@ -6,9 +6,9 @@ use crate::dtype::{Element, with_float_dtype};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Shape, broadcast_shapes};
 use crate::op::{
-    Abs, Add, BinaryOp, CmpOp, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
-    GreaterEqual, Less, LessEqual, Log, Log1p, Maximum, Minimum, Mul, Neg, NotEqual, Pow, Relu,
-    Sigmoid, Sqrt, Sub, Tanh, UnaryOp,
+    Abs, Add, BinaryOp, CmpOp, Cos, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp,
+    Greater, GreaterEqual, Less, LessEqual, Log, Log1p, Maximum, Minimum, Mul, Neg, NotEqual, Pow,
+    Relu, Sigmoid, Sin, Sqrt, Sub, Tanh, UnaryOp,
 };
 use crate::{Array, DType};
 use ndarray::{Dimension, IxDyn};
@@ -254,6 +254,28 @@ impl Array {
     /// Logistic sigmoid `1 / (1 + e ** -self)`, computed without overflow.
     pub fn sigmoid(&self) -> Result<Array> {
         self.float_unary::<Sigmoid>()
+    }
+
+    /// Sine of `self` in radians (floating point).
+    ///
+    /// ```
+    /// use kusari::Array;
+    /// let x = Array::from_vec(vec![0.0f64, std::f64::consts::FRAC_PI_2], &[2]).unwrap();
+    /// assert_eq!(x.sin().unwrap().to_vec::<f64>().unwrap(), vec![0.0, 1.0]);
+    /// ```
+    pub fn sin(&self) -> Result<Array> {
+        self.float_unary::<Sin>()
+    }
+
+    /// Cosine of `self` in radians (floating point).
+    ///
+    /// ```
+    /// use kusari::Array;
+    /// let x = Array::from_vec(vec![0.0f64, std::f64::consts::PI], &[2]).unwrap();
+    /// assert_eq!(x.cos().unwrap().to_vec::<f64>().unwrap(), vec![1.0, -1.0]);
+    /// ```
+    pub fn cos(&self) -> Result<Array> {
+        self.float_unary::<Cos>()
     }
 
     /// `max(self, 0)`.

@@ -12,10 +12,10 @@ use kusari_kernels::ElementwiseDef;
 
 use crate::dtype::DType;
 use crate::op::{
-    Abs, Add, BinaryOp, CmpOp, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp, Greater,
-    GreaterEqual, Less, LessEqual, Log, Log1p, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg, NotEqual,
-    POW_SCALAR_CUDA, Pow, Relu, ReluGrad, Sigmoid, SigmoidGrad, Sqrt, Sub, Tanh, TanhGrad, UnaryOp,
-    WHERE_CUDA,
+    Abs, Add, BinaryOp, CmpOp, Cos, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp,
+    Greater, GreaterEqual, Less, LessEqual, Log, Log1p, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg,
+    NotEqual, POW_SCALAR_CUDA, Pow, Relu, ReluGrad, Sigmoid, SigmoidGrad, Sin, Sqrt, Sub, Tanh,
+    TanhGrad, UnaryOp, WHERE_CUDA,
 };
 
 pub(crate) fn binary_kernel<O: BinaryOp>() -> ElementwiseDef {
@@ -289,6 +289,8 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
         float_unary_kernel::<Sqrt>(),
         float_unary_kernel::<Tanh>(),
         float_unary_kernel::<Sigmoid>(),
+        float_unary_kernel::<Sin>(),
+        float_unary_kernel::<Cos>(),
     ] {
         all.push((k, FLOAT));
     }

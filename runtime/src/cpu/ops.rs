@@ -48,21 +48,22 @@ impl CpuStorage {
         }, bool => Err(unsupported(O::NAME, self.dtype(), l.shape(), NUMERIC)))
     }
 
-    /// `O` elementwise: float32 and float64 through the vectorized math of `cpu::math`, the
-    /// half types one element at a time (through float32).
+    /// `O` elementwise: float32 and float64 through the vectorized math of `cpu::math` where `O`
+    /// has a form there; the half types, and the ops without one, one element at a time (half
+    /// types through float32).
     pub(crate) fn float_unary<O: FloatUnaryOp>(&self, l: &Layout) -> Result<Self> {
-        match self.dtype() {
-            DType::F32 => Ok(Self::from_vec(map_slices(
+        match (self.dtype(), O::MATH) {
+            (DType::F32, Some(math)) => Ok(Self::from_vec(map_slices(
                 O::NAME,
                 self.typed::<f32>(O::NAME, l)?,
-                super::elementwise::math_par_min::<f32>(O::MATH),
-                |src, dst| super::math::apply_f32(O::MATH, src, dst),
+                super::elementwise::math_par_min::<f32>(math),
+                |src, dst| super::math::apply_f32(math, src, dst),
             )?)),
-            DType::F64 => Ok(Self::from_vec(map_slices(
+            (DType::F64, Some(math)) => Ok(Self::from_vec(map_slices(
                 O::NAME,
                 self.typed::<f64>(O::NAME, l)?,
-                super::elementwise::math_par_min::<f64>(O::MATH),
-                |src, dst| super::math::apply_f64(O::MATH, src, dst),
+                super::elementwise::math_par_min::<f64>(math),
+                |src, dst| super::math::apply_f64(math, src, dst),
             )?)),
             _ => with_float_dtype!(self.dtype(), T => {
                 Ok(Self::from_vec(map1(O::NAME, self.typed::<T>(O::NAME, l)?, O::f::<T>)?))

@@ -1,10 +1,11 @@
-//! Elementwise math: exp, expm1, log, log1p, erf, sqrt, tanh, sigmoid, relu and `a ** b` — each declared with `#[function_node]`,
+//! Elementwise math: exp, expm1, log, log1p, erf, sqrt, tanh, sigmoid, relu, sin, cos and
+//! `a ** b` — each declared with `#[function_node]`,
 //! its forward the array operation of the same name (on every device).
 
 use crate::error::Result;
 use crate::{Array, Variable, function_node};
 
-use super::{add, add_scalar, div, mul, mul_scalar, needed, rsub_scalar, sum_to};
+use super::{add, add_scalar, div, mul, mul_scalar, needed, neg, rsub_scalar, sum_to};
 
 /// `e ** x`.
 pub struct Exp;
@@ -217,6 +218,54 @@ impl ReluGrad {
         needs: &[usize],
     ) -> Result<(Option<Variable>, Option<Variable>)> {
         Ok((None, needed(needs, 1, || relu_grad(y, ggx))?))
+    }
+}
+
+/// Sine, in radians (Chainer's `F.sin`); its gradient is `cos(x)`.
+///
+/// ```
+/// use kusari::prelude::*;
+/// # fn main() -> Result<()> {
+/// let x = Variable::new(Array::from_vec(vec![0.0f64, std::f64::consts::FRAC_PI_2], &[2])?);
+/// let y = F::sin(&x)?;
+/// assert_eq!(y.array().to_vec::<f64>()?, vec![0.0, 1.0]);
+/// # Ok(()) }
+/// ```
+pub struct Sin;
+
+#[function_node(crate = "crate")]
+impl Sin {
+    #[retain(x)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.sin()
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        mul(gy, &cos(x)?)
+    }
+}
+
+/// Cosine, in radians (Chainer's `F.cos`); its gradient is `-sin(x)`.
+///
+/// ```
+/// use kusari::prelude::*;
+/// # fn main() -> Result<()> {
+/// let x = Variable::new(Array::from_vec(vec![0.0f64, std::f64::consts::PI], &[2])?);
+/// let y = F::cos(&x)?;
+/// assert_eq!(y.array().to_vec::<f64>()?, vec![1.0, -1.0]);
+/// # Ok(()) }
+/// ```
+pub struct Cos;
+
+#[function_node(crate = "crate")]
+impl Cos {
+    #[retain(x)]
+    fn forward(&self, x: &Array) -> Result<Array> {
+        x.cos()
+    }
+
+    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
+        mul(gy, &neg(&sin(x)?)?)
     }
 }
 

@@ -9,11 +9,13 @@
 //! declares a kernel of its own. Broadcasting binary functions sum their gradients back to
 //! each input's shape, which they retain as `meta(..)` (shape and dtype, no data).
 
+mod activation;
 mod apply;
 mod arithmetic;
 mod array_ops;
 mod conv;
 mod dropout;
+mod layer_normalization;
 mod linear;
 mod loss;
 mod math;
@@ -22,6 +24,7 @@ mod operators;
 mod pooling;
 mod reduction;
 
+pub use activation::{Absolute, absolute, clip, elu, gelu, leaky_relu, softplus, swish};
 pub(crate) use apply::{apply1, needed, only};
 pub use arithmetic::{
     Add, AddConstant, Div, DivFromConstant, Maximum, Mul, MulConstant, Neg, PowConstant, Sub,
@@ -36,11 +39,12 @@ pub use conv::{
     ConvOptions, Dims, convolution_2d, convolution_nd, deconvolution_2d, deconvolution_nd,
 };
 pub use dropout::dropout;
+pub use layer_normalization::layer_normalization;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{
-    Erf, Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sqrt, Tanh, erf, exp, expm1, log, log1p, pow,
-    relu, sigmoid, sqrt, tanh,
+    Cos, Erf, Exp, ExpM1, Log, Log1p, Pow, Relu, Sigmoid, Sin, Sqrt, Tanh, cos, erf, exp, expm1,
+    log, log1p, pow, relu, sigmoid, sin, sqrt, tanh,
 };
 pub use normalization::{
     batch_normalization, batch_normalization_stats, fixed_batch_normalization,

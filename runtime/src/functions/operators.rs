@@ -108,6 +108,21 @@ impl Variable {
         functions::sigmoid(self)
     }
 
+    /// The sine, in radians ([`functions::sin`]).
+    pub fn sin(&self) -> Result<Variable> {
+        functions::sin(self)
+    }
+
+    /// The cosine, in radians ([`functions::cos`]).
+    pub fn cos(&self) -> Result<Variable> {
+        functions::cos(self)
+    }
+
+    /// The absolute value (Chainer's `abs(x)`; [`functions::absolute`]).
+    pub fn abs(&self) -> Result<Variable> {
+        functions::absolute(self)
+    }
+
     /// `max(self, 0)` ([`functions::relu`]).
     pub fn relu(&self) -> Result<Variable> {
         functions::relu(self)

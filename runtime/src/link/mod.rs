@@ -1,11 +1,14 @@
 //! Models' learnable state (Chainer's links): [`Parameter`]s with [`initializers`], owned by
 //! [`Link`]s, whose `visit_params` `#[derive(Link)]` writes from the struct's fields; and the
-//! tutorial's library links, [`EltwiseParamProduct`] and [`Linear`].
+//! tutorial's library links, [`EltwiseParamProduct`] and [`Linear`], and
+//! [`LayerNormalization`].
 
+mod atomic_file;
 mod conv;
 mod eltwise_param_product;
 mod field;
 pub mod initializers;
+mod layer_normalization;
 mod linear;
 #[allow(clippy::module_inception)]
 mod link;
@@ -17,6 +20,7 @@ mod serialize;
 pub use conv::{Convolution2D, ConvolutionND, Deconvolution2D};
 pub use eltwise_param_product::EltwiseParamProduct;
 pub use field::LinkField;
+pub use layer_normalization::LayerNormalization;
 pub use linear::{Linear, LinearFunction, linear_function};
 pub use link::Link;
 pub use normalization::BatchNormalization;

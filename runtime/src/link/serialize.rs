@@ -12,6 +12,7 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView, View};
 
+use super::atomic_file;
 use super::{Link, Parameter};
 use crate::dtype::with_dtype;
 use crate::error::{Error, Result};
@@ -40,11 +41,21 @@ impl Default for LoadOptions {
     }
 }
 
-/// Saves every parameter of `link` to a safetensors file at `path`, replacing it atomically (the
-/// file is written beside it, then renamed over it).
+/// Saves every parameter of `link` to a safetensors file at `path`, replacing it atomically: the
+/// file is written beside it, under a temporary name, flushed to disk, then renamed over it, so
+/// a save that fails or is killed half-way leaves the old checkpoint as it was.
 ///
-/// Every parameter must be initialised ([`Error::UninitializedParams`] names those that are
-/// not); a file that cannot be written is [`Error::CheckpointFile`].
+/// - **File mode** (Unix): a new checkpoint gets the mode the process's umask gives (`0644`
+///   under the usual umask `022`, as `std::fs::File::create` would), so that others can load
+///   it where the umask lets them; a replaced checkpoint keeps its own mode.
+/// - **Temporary files**: the temporary file is `.<name>.kusari-tmp-<host>-<pid>-<n>` in the
+///   checkpoint's folder. A save that is killed leaves it behind; the next [`save`] or [`load`]
+///   of the same path removes it, once the process that wrote it is gone (on Linux, a process of
+///   this host whose id no longer runs) or it is a day old (any host, any system).
+///
+/// The file's bytes are put together in memory (as [`save_to_bytes`] does) before they are
+/// written. Every parameter must be initialised ([`Error::UninitializedParams`] names those that
+/// are not); a file that cannot be written is [`Error::CheckpointFile`].
 ///
 /// ```
 /// use kusari::link::{load, save, Linear};
@@ -62,12 +73,17 @@ impl Default for LoadOptions {
 /// ```
 pub fn save(link: &dyn Link, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
-    let tensors = host_tensors(link, "save")?;
-    safetensors::serialize_to_file(named(&tensors), None, path).map_err(|e| Error::CheckpointFile {
+    let file_error = |msg: String| Error::CheckpointFile {
         op: "save",
         file: path.display().to_string(),
-        msg: format!("cannot write the file: {e}"),
-    })
+        msg,
+    };
+    let tensors = host_tensors(link, "save")?;
+    let bytes = safetensors::serialize(named(&tensors), None)
+        .map_err(|e| file_error(format!("cannot serialise the parameters: {e}")))?;
+    drop(tensors);
+    atomic_file::remove_stale(path);
+    atomic_file::write(path, &bytes).map_err(|e| file_error(format!("cannot write the file: {e}")))
 }
 
 /// The bytes of the safetensors file [`save`] would write.
@@ -126,6 +142,7 @@ pub fn load(link: &dyn Link, path: impl AsRef<Path>) -> Result<()> {
 pub fn load_with(link: &dyn Link, path: impl AsRef<Path>, options: LoadOptions) -> Result<()> {
     let path = path.as_ref();
     let file = path.display().to_string();
+    atomic_file::remove_stale(path);
     let bytes = std::fs::read(path).map_err(|e| Error::CheckpointFile {
         op: "load",
         file: file.clone(),

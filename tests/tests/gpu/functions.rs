@@ -148,6 +148,28 @@ fn function_cases(t: DType) -> Vec<Case> {
         case("sigmoid", vec![s(&[3, 4], 51)], |v, _| F::sigmoid(&v[0])),
         case("sqrt", vec![p(&[3, 4], 52)], |v, _| F::sqrt(&v[0])),
         case("tanh", vec![s(&[3, 4], 53)], |v, _| F::tanh(&v[0])),
+        case("sin", vec![s(&[3, 4], 62)], |v, _| F::sin(&v[0])),
+        case("cos", vec![s(&[3, 4], 63)], |v, _| F::cos(&v[0])),
+        case("absolute", vec![s(&[3, 4], 64)], |v, _| F::absolute(&v[0])),
+        case("clip", vec![s(&[3, 4], 65)], |v, _| {
+            F::clip(&v[0], Some(-0.3), Some(0.4))
+        }),
+        case("leaky_relu", vec![s(&[3, 4], 66)], |v, _| {
+            F::leaky_relu(&v[0], 0.2)
+        }),
+        case("elu", vec![s(&[3, 4], 67)], |v, _| F::elu(&v[0], 1.0)),
+        case("softplus", vec![s(&[3, 4], 68)], |v, _| {
+            F::softplus(&v[0], 1.5)
+        }),
+        case("swish", vec![s(&[2, 3, 4], 69), s(&[3], 70)], |v, _| {
+            F::swish(&v[0], &v[1])
+        }),
+        case("gelu", vec![s(&[3, 4], 71)], |v, _| F::gelu(&v[0])),
+        case(
+            "layer_normalization",
+            vec![s(&[3, 4], 72), p(&[4], 73), s(&[4], 74)],
+            |v, _| F::layer_normalization(&v[0], &v[1], &v[2], 1e-5),
+        ),
         case("max", vec![s(&[3, 4, 5], 54)], |v, _| {
             F::max_axes(&v[0], &[1], false)
         }),

@@ -280,7 +280,7 @@ const NUMERIC_UNARY: [(&str, Unary); 3] = [
     ("relu", Array::relu),
 ];
 
-const FLOAT_UNARY: [(&str, Unary); 8] = [
+const FLOAT_UNARY: [(&str, Unary); 10] = [
     ("exp", Array::exp),
     ("erf", Array::erf),
     ("expm1", Array::expm1),
@@ -289,6 +289,8 @@ const FLOAT_UNARY: [(&str, Unary); 8] = [
     ("sqrt", Array::sqrt),
     ("tanh", Array::tanh),
     ("sigmoid", Array::sigmoid),
+    ("sin", Array::sin),
+    ("cos", Array::cos),
 ];
 
 const NUMERIC: [DType; 6] = [

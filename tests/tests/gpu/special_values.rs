@@ -52,8 +52,18 @@ fn special_values_give_the_hosts_results() {
     let _suite = shared();
     type Unary = (&'static str, fn(&Variable) -> Result<Variable>);
     type Binary = (&'static str, fn(&Variable, &Variable) -> Result<Variable>);
-    let unary: [Unary; 12] = [
+    let unary: [Unary; 22] = [
         ("relu", F::relu),
+        ("sin", F::sin),
+        ("cos", F::cos),
+        ("absolute", F::absolute),
+        ("clip", |x| F::clip(x, Some(-1.0), Some(2.0))),
+        ("leaky_relu", |x| F::leaky_relu(x, 0.2)),
+        ("elu", |x| F::elu(x, 1.0)),
+        ("softplus", |x| F::softplus(x, 1.0)),
+        ("gelu", F::gelu),
+        ("expm1", F::expm1),
+        ("log1p", F::log1p),
         ("exp", F::exp),
         ("log", F::log),
         ("sqrt", F::sqrt),
@@ -85,7 +95,13 @@ fn special_values_give_the_hosts_results() {
             let t = tol(dtype, Math::Transcendental);
             if matches!(
                 name,
-                "relu" | "neg" | "add_scalar" | "mul_scalar" | "rsub_scalar"
+                "relu"
+                    | "neg"
+                    | "add_scalar"
+                    | "mul_scalar"
+                    | "rsub_scalar"
+                    | "clip"
+                    | "leaky_relu"
             ) {
                 same_bits(got.array(), want.array(), &what);
             } else {
@@ -182,8 +198,17 @@ fn float_functions_refuse_integer_inputs_as_on_the_host() {
     };
     let _suite = shared();
     type Unary = (&'static str, fn(&Variable) -> Result<Variable>);
-    let cases: [Unary; 7] = [
+    let cases: [Unary; 16] = [
         ("exp", F::exp),
+        ("sin", F::sin),
+        ("cos", F::cos),
+        ("absolute", F::absolute),
+        ("clip", |x| F::clip(x, Some(0.0), Some(1.0))),
+        ("leaky_relu", |x| F::leaky_relu(x, 0.2)),
+        ("elu", |x| F::elu(x, 1.0)),
+        ("softplus", |x| F::softplus(x, 1.0)),
+        ("gelu", F::gelu),
+        ("swish", |x| F::swish(x, x)),
         ("log", F::log),
         ("sqrt", F::sqrt),
         ("tanh", F::tanh),

@@ -81,6 +81,16 @@ fn variable_has_the_math_methods_of_array() -> Result<()> {
         false,
     )?;
     check_unary("neg", |x| x.neg(), |v| -v, |_| -1.0, false)?;
+    check_unary("sin", |x| x.sin(), f64::sin, f64::cos, false)?;
+    check_unary("cos", |x| x.cos(), f64::cos, |v| -v.sin(), false)?;
+    // X has no 0, where the gradient of |x| is 0 (sign(0)).
+    check_unary(
+        "abs",
+        |x| x.abs(),
+        |v| if v < 0.0 { -v } else { v },
+        |v| if v < 0.0 { -1.0 } else { 1.0 },
+        false,
+    )?;
     let two = Variable::constant(Array::full(&[2, 3], 2.0, DType::F64)?);
     check_unary("pow", |x| x.pow(&two), |v| v * v, |v| 2.0 * v, true)?;
     let one = Variable::constant(Array::ones(&[2, 3], DType::F64)?); // no ties with X

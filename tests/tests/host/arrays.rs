@@ -555,8 +555,10 @@ fn check_ops_on_view(view: &Array, expected: &[f64]) -> Result<()> {
     assert_eq!(vals(&dense), expected);
     let exact = |got: &Array, want: &[f64]| assert_close(got, &arr(want, &shape), 1e-12, 1e-12);
 
-    let unary: [(UnaryOp, UnaryRef); 9] = [
+    let unary: [(UnaryOp, UnaryRef); 11] = [
         (|a| a.exp(), f64::exp),
+        (|a| a.sin(), f64::sin),
+        (|a| a.cos(), f64::cos),
         (|a| a.log(), f64::ln),
         (|a| a.sqrt(), f64::sqrt),
         (|a| a.tanh(), f64::tanh),
@@ -832,6 +834,8 @@ fn float_math_matches_std() -> Result<()> {
     check(pos.pow_scalar(2.5), &pos_vals, |v| v.powf(2.5))?;
     check(x.pow_scalar(3.0), &u, |v| v * v * v)?;
     check(x.relu(), &u, |v| max_f(v, 0.0))?;
+    check(x.sin(), &u, f64::sin)?;
+    check(x.cos(), &u, f64::cos)?;
     // pow with a broadcast exponent: (4, 5) ** (5,).
     let e = [0.5, -1.0, 2.0, 3.0, 0.0];
     let got = pos.pow(&arr(&e, &[5]))?;
@@ -853,10 +857,20 @@ fn float_math_matches_std() -> Result<()> {
     let xh = x.astype(DType::F16)?;
     let want: Vec<f64> = vals(&xh).iter().map(|v| v.tanh()).collect();
     assert_close(&xh.tanh()?, &arr(&want, &[4, 5]), 1e-3, 1e-3);
+    // sin and cos in float32, float16 and bfloat16 (through float32, rounded once).
+    for (dtype, tol) in [(DType::F32, 1e-6), (DType::F16, 1e-3), (DType::BF16, 8e-3)] {
+        let xd = x.astype(dtype)?;
+        let sin: Vec<f64> = vals(&xd).iter().map(|v| v.sin()).collect();
+        let cos: Vec<f64> = vals(&xd).iter().map(|v| v.cos()).collect();
+        assert_close(&xd.sin()?, &arr(&sin, &[4, 5]), tol, tol);
+        assert_close(&xd.cos()?, &arr(&cos, &[4, 5]), tol, tol);
+        assert_eq!((xd.sin()?.dtype(), xd.cos()?.dtype()), (dtype, dtype));
+    }
 
     // Float-only ops reject integers and bools.
     let ints = Array::from_vec(vec![1i32, 2], &[2])?;
     assert!(ints.exp().is_err());
+    assert!(ints.sin().is_err() && ints.cos().is_err());
     assert!(ints.sqrt().is_err());
     assert!(ints.pow(&ints).is_err());
     assert!(ints.pow_scalar(2.0).is_err());

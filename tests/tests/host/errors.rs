@@ -925,3 +925,102 @@ fn backward_reading_an_input_past_the_last_says_out_of_range() {
     );
     assert_mentions(&err, &["backward asks for input 99", "has 2 input(s)"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Activations, clip and layer normalization (issue 22)
+
+/// Bad arguments are `Err`s naming the function and the parameter or the shapes: integer
+/// inputs, non-finite or zero parameters, clip bounds that cannot work, a swish `beta` that does
+/// not fit, layer normalization's shapes and `eps`.
+#[test]
+fn activations_and_layer_normalization_refuse_bad_arguments() -> Result<()> {
+    let x = Variable::new(f32s(&[2, 3]));
+    let ints = Variable::new(Array::from_vec(vec![1i32, -2, 3], &[3])?);
+    type Unary = (&'static str, fn(&Variable) -> Result<Variable>);
+    let unary: [Unary; 9] = [
+        ("leaky_relu", |x| F::leaky_relu(x, 0.2)),
+        ("elu", |x| F::elu(x, 1.0)),
+        ("softplus", |x| F::softplus(x, 1.0)),
+        ("gelu", F::gelu),
+        ("absolute", F::absolute),
+        ("clip", |x| F::clip(x, Some(0.0), Some(1.0))),
+        ("sin", F::sin),
+        ("cos", F::cos),
+        ("swish", |x| F::swish(x, x)),
+    ];
+    for (name, f) in unary {
+        let err = f(&ints).unwrap_err();
+        assert!(
+            matches!(
+                err.root_cause(),
+                Error::UnsupportedDType {
+                    dtype: DType::I32,
+                    ..
+                }
+            ),
+            "{name}: {err:?}"
+        );
+        assert_mentions(&err, &[name, "int32"]);
+    }
+
+    for (err, parts) in [
+        (
+            F::leaky_relu(&x, f64::NAN).unwrap_err(),
+            &["leaky_relu", "slope"][..],
+        ),
+        (F::elu(&x, f64::INFINITY).unwrap_err(), &["elu", "alpha"]),
+        (
+            F::softplus(&x, 0.0).unwrap_err(),
+            &["softplus", "beta", "0"],
+        ),
+        (
+            F::clip(&x, None, None).unwrap_err(),
+            &["clip", "x_min", "x_max"],
+        ),
+        (
+            F::clip(&x, Some(2.0), Some(1.0)).unwrap_err(),
+            &["clip", "x_min 2", "x_max 1"],
+        ),
+        (
+            F::clip(&x, Some(f64::NAN), None).unwrap_err(),
+            &["clip", "NaN"],
+        ),
+    ] {
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert_mentions(&err, parts);
+    }
+
+    // swish: beta must be a prefix of x.shape[1..] and of x's dtype.
+    let beta = Variable::new(f32s(&[2]));
+    let err = F::swish(&x, &beta).unwrap_err();
+    assert!(matches!(err, Error::Shape { op: "swish", .. }), "{err:?}");
+    assert_mentions(&err, &["beta [2]", "[2, 3]"]);
+    let beta64 = Variable::new(Array::ones(&[3], DType::F64)?);
+    let err = F::swish(&x, &beta64).unwrap_err();
+    assert!(
+        matches!(err, Error::DTypeMismatch { op: "swish", .. }),
+        "{err:?}"
+    );
+
+    // layer_normalization: x of 2 axes or more, gamma and beta of x.shape[1..], eps >= 0.
+    let (g, b) = (Variable::new(f32s(&[3])), Variable::new(f32s(&[3])));
+    let err = F::layer_normalization(&Variable::new(f32s(&[3])), &g, &b, 1e-5).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Shape {
+                op: "layer_normalization",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = F::layer_normalization(&x, &Variable::new(f32s(&[2])), &b, 1e-5).unwrap_err();
+    assert_mentions(&err, &["layer_normalization", "gamma [2]", "[2, 3]", "[3]"]);
+    let err = F::layer_normalization(&x, &g, &Variable::new(f32s(&[3, 1])), 1e-5).unwrap_err();
+    assert_mentions(&err, &["layer_normalization", "beta [3, 1]"]);
+    let err = F::layer_normalization(&x, &g, &b, -1.0).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert_mentions(&err, &["layer_normalization", "eps"]);
+    Ok(())
+}

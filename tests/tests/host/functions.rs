@@ -1150,3 +1150,120 @@ fn the_gradient_checks_reject_wrong_gradients() -> Result<()> {
     );
     Ok(())
 }
+
+/// The value and the gradient (of the sum of the output) of `f` at each of `xs`, against hand
+/// values: the conventions at the kinks, which follow Chainer, and far-out inputs.
+fn value_and_grad_at(
+    name: &str,
+    f: impl Fn(&Variable) -> Result<Variable>,
+    cases: &[(f64, f64, f64)],
+) -> Result<()> {
+    let xs: Vec<f64> = cases.iter().map(|c| c.0).collect();
+    let x = Variable::new(arr(&xs, &[xs.len()]));
+    let y = f(&x)?;
+    y.sum()?.backward()?;
+    let (got, gx) = (vals(y.array()), vals(&x.grad_array().expect("a gradient")));
+    for (i, &(at, want, dwant)) in cases.iter().enumerate() {
+        assert!(
+            (got[i] - want).abs() <= 1e-15 * want.abs().max(1.0),
+            "{name}({at}) = {}, not {want}",
+            got[i]
+        );
+        assert!(
+            (gx[i] - dwant).abs() <= 1e-15 * dwant.abs().max(1.0),
+            "{name}'({at}) = {}, not {dwant}",
+            gx[i]
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn activations_at_their_kinks_and_far_out() -> Result<()> {
+    // Chainer: the gradient at 0 is 1 for leaky_relu and elu (x >= 0 takes the identity).
+    value_and_grad_at(
+        "leaky_relu",
+        |x| F::leaky_relu(x, 0.2),
+        &[(0.0, 0.0, 1.0), (-5.0, -1.0, 0.2), (3.0, 3.0, 1.0)],
+    )?;
+    value_and_grad_at(
+        "elu",
+        |x| F::elu(x, 2.0),
+        &[
+            (0.0, 0.0, 1.0),
+            (1e300, 1e300, 1.0), // no exp of it, forward or backward
+            (-1000.0, -2.0, 0.0),
+        ],
+    )?;
+    // softplus(x) = ln(1 + e^x): no overflow at ±1000; ln 2 and 1/2 at 0.
+    value_and_grad_at(
+        "softplus",
+        |x| F::softplus(x, 1.0),
+        &[
+            (0.0, std::f64::consts::LN_2, 0.5),
+            (1000.0, 1000.0, 1.0),
+            (-1000.0, 0.0, 0.0),
+        ],
+    )?;
+    // |x|: gradient sign(x), 0 at 0.
+    value_and_grad_at(
+        "absolute",
+        F::absolute,
+        &[(0.0, 0.0, 0.0), (-2.5, 2.5, -1.0), (4.0, 4.0, 1.0)],
+    )?;
+    // clip: the bounds themselves pass the gradient (x_min <= x <= x_max, as Chainer's).
+    value_and_grad_at(
+        "clip",
+        |x| F::clip(x, Some(-1.0), Some(2.0)),
+        &[
+            (-1.0, -1.0, 1.0),
+            (2.0, 2.0, 1.0),
+            (-1.5, -1.0, 0.0),
+            (2.5, 2.0, 0.0),
+            (0.5, 0.5, 1.0),
+        ],
+    )?;
+    // gelu: 0 at 0 with slope 1/2; x at +∞ side, 0 far on the other.
+    value_and_grad_at(
+        "gelu",
+        F::gelu,
+        &[(0.0, 0.0, 0.5), (40.0, 40.0, 1.0), (-40.0, 0.0, 0.0)],
+    )?;
+    // sin and cos at multiples of π/2 (f64's π/2: sin is 1 exactly there, cos 6.1e-17).
+    let h = std::f64::consts::FRAC_PI_2;
+    value_and_grad_at("sin", F::sin, &[(0.0, 0.0, 1.0), (h, 1.0, h.cos())])?;
+    value_and_grad_at("cos", F::cos, &[(0.0, 1.0, 0.0), (h, h.cos(), -1.0)])?;
+    Ok(())
+}
+
+/// swish's `beta` gets its gradient, summed over every axis but those it runs along:
+/// d/dβ_j Σ x σ(β_j x) = Σ_{i,k} x² σ'(β_j x).
+#[test]
+fn swish_beta_gets_the_gradient_summed_over_the_batch() -> Result<()> {
+    let xs = [0.5, -1.0, 2.0, 1.5, -0.25, 0.75];
+    let x = Variable::new(arr(&xs, &[2, 3]));
+    let bs = [0.5, -1.0, 2.0];
+    let beta = Variable::new(arr(&bs, &[3]));
+    F::swish(&x, &beta)?.sum()?.backward()?;
+    let s = |v: f64| 1.0 / (1.0 + (-v).exp());
+    let want: Vec<f64> = (0..3)
+        .map(|j| {
+            [xs[j], xs[3 + j]]
+                .iter()
+                .map(|&v| v * v * s(bs[j] * v) * (1.0 - s(bs[j] * v)))
+                .sum()
+        })
+        .collect();
+    assert_close(
+        &beta.grad_array().expect("beta's gradient"),
+        &arr(&want, &[3]),
+        1e-15,
+        1e-14,
+    );
+    // A 0-dimensional beta is one value for everything: x (2, 3) with beta of shape ().
+    let b0 = Variable::new(arr(&[2.0], &[]));
+    let y = F::swish(&x, &b0)?;
+    let want: Vec<f64> = xs.iter().map(|&v| v * s(2.0 * v)).collect();
+    assert_close(y.array(), &arr(&want, &[2, 3]), 1e-15, 1e-15);
+    Ok(())
+}

@@ -5,7 +5,7 @@ use kusari::gradient_check::{CheckOptions, check_backward};
 use kusari::link::initializers::{
     Constant, GlorotUniform, HeNormal, Initializer, LeCunNormal, Normal, One, Uniform, Zero, fans,
 };
-use kusari::link::{EltwiseParamProduct, Linear, linear_function};
+use kusari::link::{EltwiseParamProduct, LayerNormalization, Linear, linear_function};
 use kusari::prelude::*;
 use kusari_tests::{arr, assert_close, uniform};
 
@@ -340,5 +340,76 @@ fn constant_zero_and_one_are_exact() -> Result<()> {
         assert_eq!(Zero.initial(&[4], dtype)?.to_f64_vec()?, vec![0.0; 4]);
         assert_eq!(One.initial(&[2, 2], dtype)?.to_f64_vec()?, vec![1.0; 4]);
     }
+    Ok(())
+}
+
+/// `LayerNormalization` takes its size from its first input (gamma ones, beta zeros, paths
+/// `/gamma` and `/beta`), normalizes each sample by its own mean and biased variance (checked
+/// against values by hand), fixes its size, flattens an input of more axes and restores its
+/// shape, and gives gamma and beta their gradients.
+#[test]
+fn layer_normalization_link_is_sized_by_its_first_input() -> Result<()> {
+    let ln = LayerNormalization::new(None, 1e-6, DType::F64)?;
+    assert_eq!((ln.size(), ln.count_params()), (None, 0));
+    assert_eq!(paths(&ln), vec!["/gamma", "/beta"]);
+    // Rows (1, 2, 3) and (2, 4, 9): means 2 and 5, variances 2/3 and 26/3.
+    let x = Variable::new(arr(&[1.0, 2.0, 3.0, 2.0, 4.0, 9.0], &[2, 3]));
+    let y = ln.forward(&x)?;
+    assert_eq!(ln.size(), Some(3));
+    assert_eq!(ln.gamma.array()?.to_vec::<f64>()?, vec![1.0; 3]);
+    assert_eq!(ln.beta.array()?.to_vec::<f64>()?, vec![0.0; 3]);
+    let (s0, s1) = ((2.0f64 / 3.0 + 1e-6).sqrt(), (26.0f64 / 3.0 + 1e-6).sqrt());
+    let want = [-1.0 / s0, 0.0, 1.0 / s0, -3.0 / s1, -1.0 / s1, 4.0 / s1];
+    assert_close(y.array(), &arr(&want, &[2, 3]), 1e-13, 1e-13);
+
+    // d Σy / d beta_j = N; d Σy / d gamma_j = Σ_i normalized_ij.
+    y.sum()?.backward()?;
+    let gb = ln.beta.grad().expect("beta's gradient");
+    assert_close(&gb, &arr(&[2.0, 2.0, 2.0], &[3]), 0.0, 0.0);
+    let gg = ln.gamma.grad().expect("gamma's gradient");
+    let gg_want = [want[0] + want[3], want[1] + want[4], want[2] + want[5]];
+    assert_close(&gg, &arr(&gg_want, &[3]), 1e-13, 1e-13);
+
+    // The size is fixed now.
+    let err = ln
+        .forward(&Variable::new(arr(&[1.0; 8], &[2, 4])))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Shape {
+                op: "LayerNormalization",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("[2, 4]"), "{err}");
+
+    // (2, 3, 1) has 3 units per sample: flattened, normalized, and given back its shape.
+    let y3 = ln.forward(&Variable::new(arr(
+        &[1.0, 2.0, 3.0, 2.0, 4.0, 9.0],
+        &[2, 3, 1],
+    )))?;
+    assert_eq!(y3.shape(), &[2, 3, 1]);
+    assert_close(y3.array(), &arr(&want, &[2, 3, 1]), 1e-13, 1e-13);
+
+    // A size given up front; a 1-d input and a negative eps are errors.
+    let sized = LayerNormalization::new(Some(5), 1e-6, DType::F32)?;
+    assert_eq!(sized.gamma.shape(), Some(vec![5]));
+    let err = sized
+        .forward(&Variable::new(Array::ones(&[5], DType::F32)?))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Shape {
+                op: "LayerNormalization",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(LayerNormalization::new(None, -1.0, DType::F32).is_err());
     Ok(())
 }

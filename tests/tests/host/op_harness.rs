@@ -401,3 +401,114 @@ kusari::op_tests!(example_10_muladd_float32 => OpTest::new("10 MulAdd", three(&[
     .dtypes(&[DType::F32])
     .numerical_dtype(None)
     .no_double_backward());
+
+// ----- activations and elementwise functions (issue 22) -----
+
+/// True when an element of `x` is within `gap` of one of `points` (a kink).
+fn near(x: &ArrayD<f64>, points: &[f64], gap: f64) -> bool {
+    x.iter().any(|v| points.iter().any(|p| (v - p).abs() < gap))
+}
+
+fn logistic(v: f64) -> f64 {
+    1.0 / (1.0 + (-v).exp())
+}
+
+kusari::op_tests!(sin => OpTest::new("sin", uniform(&[3, 4], -3.0, 3.0))
+    .forward(|x| F::sin(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::sin)]));
+
+kusari::op_tests!(cos => OpTest::new("cos", uniform(&[3, 4], -3.0, 3.0))
+    .forward(|x| F::cos(&x[0]))
+    .expected(|x| vec![x[0].mapv(f64::cos)]));
+
+kusari::op_tests!(leaky_relu => OpTest::new("leaky_relu", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::leaky_relu(&x[0], 0.2))
+    .expected(|x| vec![x[0].mapv(|v| if v >= 0.0 { v } else { 0.2 * v })])
+    .avoid(|x| near(&x[0], &[0.0], 0.02)));
+
+kusari::op_tests!(elu => OpTest::new("elu", uniform(&[3, 4], -2.0, 2.0))
+    .forward(|x| F::elu(&x[0], 1.5))
+    .expected(|x| vec![x[0].mapv(|v| if v >= 0.0 { v } else { 1.5 * (v.exp() - 1.0) })])
+    .avoid(|x| near(&x[0], &[0.0], 0.02)));
+
+kusari::op_tests!(softplus => OpTest::new("softplus", uniform(&[3, 4], -3.0, 3.0))
+    .forward(|x| F::softplus(&x[0], 2.0))
+    .expected(|x| vec![x[0].mapv(|v| (1.0 + (2.0 * v).exp()).ln() / 2.0)]));
+
+// beta of shape (3,) along axis 1 of x (2, 3, 4): beta[j] for every x[i, j, k].
+kusari::op_tests!(swish => OpTest::new("swish", |rng, dtype| vec![
+    Array::uniform(&[2, 3, 4], -2.0, 2.0, dtype, rng).unwrap(),
+    Array::uniform(&[3], -1.5, 1.5, dtype, rng).unwrap(),
+])
+.forward(|x| F::swish(&x[0], &x[1]))
+.expected(|x| {
+    let mut y = x[0].clone();
+    for (idx, v) in y.indexed_iter_mut() {
+        let b = x[1][[idx[1]]];
+        *v *= logistic(b * *v);
+    }
+    vec![y]
+}));
+
+kusari::op_tests!(gelu => OpTest::new("gelu", uniform(&[3, 4], -2.5, 2.5))
+    .forward(|x| F::gelu(&x[0]))
+    .expected(|x| vec![x[0].mapv(|v| 0.5 * v * (1.0 + erf_series(v / 2f64.sqrt())))]));
+
+kusari::op_tests!(absolute => OpTest::new("absolute", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::absolute(&x[0]))
+    .expected(|x| vec![x[0].mapv(|v| if v < 0.0 { -v } else { v })])
+    .avoid(|x| near(&x[0], &[0.0], 0.02)));
+
+kusari::op_tests!(clip => OpTest::new("clip", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::clip(&x[0], Some(-0.4), Some(0.5)))
+    .expected(|x| vec![x[0].mapv(|v| v.clamp(-0.4, 0.5))])
+    .avoid(|x| near(&x[0], &[-0.4, 0.5], 0.02)));
+
+kusari::op_tests!(clip_one_sided => OpTest::new("clip", uniform(&[3, 4], -1.0, 1.0))
+    .forward(|x| F::clip(&x[0], None, Some(0.25)))
+    .expected(|x| vec![x[0].mapv(|v| if v > 0.25 { 0.25 } else { v })])
+    .avoid(|x| near(&x[0], &[0.25], 0.02)));
+
+/// Layer normalization by a direct loop over each sample: its mean, its biased variance, then
+/// `(x - mean) / sqrt(var + eps) * gamma + beta` elementwise.
+fn layer_norm_expected(
+    x: &ArrayD<f64>,
+    gamma: &ArrayD<f64>,
+    beta: &ArrayD<f64>,
+    eps: f64,
+) -> ArrayD<f64> {
+    let n = x.shape()[0];
+    let per: usize = x.shape()[1..].iter().product();
+    let xs: Vec<f64> = x.iter().copied().collect();
+    let (g, b): (Vec<f64>, Vec<f64>) = (
+        gamma.iter().copied().collect(),
+        beta.iter().copied().collect(),
+    );
+    let mut out = Vec::with_capacity(xs.len());
+    for s in 0..n {
+        let row = &xs[s * per..(s + 1) * per];
+        let mean = row.iter().sum::<f64>() / per as f64;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / per as f64;
+        for (j, v) in row.iter().enumerate() {
+            out.push((v - mean) / (var + eps).sqrt() * g[j] + b[j]);
+        }
+    }
+    ArrayD::from_shape_vec(x.raw_dim(), out).expect("same size")
+}
+
+kusari::op_tests!(layer_normalization => OpTest::new("layer_normalization", |rng, dtype| vec![
+        Array::uniform(&[3, 4], -1.0, 1.0, dtype, rng).unwrap(),
+        Array::uniform(&[4], 0.5, 1.5, dtype, rng).unwrap(),
+        Array::uniform(&[4], -1.0, 1.0, dtype, rng).unwrap(),
+    ])
+    .forward(|x| F::layer_normalization(&x[0], &x[1], &x[2], 1e-5))
+    .expected(|x| vec![layer_norm_expected(&x[0], &x[1], &x[2], 1e-5)]));
+
+// Over every axis but the first: x (2, 3, 2) with gamma and beta (3, 2).
+kusari::op_tests!(layer_normalization_3d => OpTest::new("layer_normalization", |rng, dtype| vec![
+        Array::uniform(&[2, 3, 2], -1.0, 1.0, dtype, rng).unwrap(),
+        Array::uniform(&[3, 2], 0.5, 1.5, dtype, rng).unwrap(),
+        Array::uniform(&[3, 2], -1.0, 1.0, dtype, rng).unwrap(),
+    ])
+    .forward(|x| F::layer_normalization(&x[0], &x[1], &x[2], 0.1))
+    .expected(|x| vec![layer_norm_expected(&x[0], &x[1], &x[2], 0.1)]));

@@ -622,3 +622,285 @@ fn missing_files_and_directories_are_errors_naming_the_path() -> Result<()> {
     );
     Ok(())
 }
+
+// ----- checkpoints a team can share: file modes and temporary files (issue 22) -----
+
+/// The variable through which a test hands its child process the checkpoint's path.
+const CHECKPOINT_VAR: &str = "KUSARI_TEST_CHECKPOINT";
+
+/// A one-parameter link of `n` float32 values, all `value`.
+fn filled(n: usize, value: f32) -> Params {
+    Params(vec![("w", param(vec![value; n], &[n]))])
+}
+
+/// The values of `path` loaded into a fresh link of `n` float32 values.
+fn loaded(path: &Path, n: usize) -> Result<Vec<f32>> {
+    let link = filled(n, 0.0);
+    load(&link, path)?;
+    link.get("w").array()?.to_vec::<f32>()
+}
+
+/// The names in `dir` of the temporary files kusari's save writes beside `name`.
+fn temp_files(dir: &TempDir, name: &str) -> Vec<String> {
+    let prefix = format!(".{name}.kusari-tmp-");
+    dir.entries()
+        .into_iter()
+        .filter(|e| e.starts_with(&prefix))
+        .collect()
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .expect("the file exists")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// A new checkpoint gets `0666` less the umask, as any file a program creates (the umask is set
+/// in a child process, since it is the whole process's): `0644` under `022`, `0640` under
+/// `027`, `0664` under `002`. Formerly every checkpoint was `0600`.
+#[cfg(unix)]
+#[test]
+fn a_new_checkpoint_gets_the_mode_the_umask_gives() -> Result<()> {
+    const NAME: &str = "serialize::a_new_checkpoint_gets_the_mode_the_umask_gives";
+    if kusari_tests::in_child() {
+        let path = std::env::var(CHECKPOINT_VAR).expect("the parent gives the path");
+        return save(&filled(4, 1.5), path);
+    }
+    let dir = TempDir::new("umask");
+    for (umask, want) in [
+        ("022", 0o644),
+        ("027", 0o640),
+        ("002", 0o664),
+        ("077", 0o600),
+    ] {
+        let path = dir.path(&format!("model-{umask}.safetensors"));
+        let (status, out) =
+            kusari_tests::run_test_in_child(NAME, &format!("umask {umask};"), |c| {
+                c.env(CHECKPOINT_VAR, &path);
+            });
+        assert!(status.success(), "umask {umask}:\n{out}");
+        assert_eq!(mode(&path), want, "umask {umask}: mode {:o}", mode(&path));
+        assert_eq!(loaded(&path, 4)?, vec![1.5; 4]);
+    }
+    assert!(temp_files(&dir, "model-022.safetensors").is_empty());
+    Ok(())
+}
+
+/// Replacing a checkpoint keeps the mode it had (a shared `0644` one stays `0644`, instead of
+/// becoming `0600` as it formerly did), read-only included.
+#[cfg(unix)]
+#[test]
+fn a_replaced_checkpoint_keeps_its_mode() -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("replaced-mode");
+    for (i, old_mode) in [0o644, 0o604, 0o640, 0o444].into_iter().enumerate() {
+        let path = dir.path(&format!("model-{i}.safetensors"));
+        save(&filled(3, 1.0), &path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(old_mode)).expect("chmod");
+        save(&filled(3, 2.0), &path)?;
+        assert_eq!(
+            mode(&path),
+            old_mode,
+            "mode {:o} after replacing",
+            mode(&path)
+        );
+        assert_eq!(loaded(&path, 3)?, vec![2.0; 3]);
+    }
+    assert_eq!(dir.entries().len(), 4, "{:?}", dir.entries());
+    Ok(())
+}
+
+/// A save killed half-way (by the file-size limit: `ulimit -f 1` lets the child write 512 bytes
+/// of its 40 KB checkpoint, then SIGXFSZ kills it) leaves the old checkpoint as it was, and its
+/// temporary file is removed by the next load, and after another killed save by the next save.
+#[cfg(unix)]
+#[test]
+fn a_killed_save_leaves_the_old_checkpoint_and_the_next_save_or_load_cleans_up() -> Result<()> {
+    const NAME: &str =
+        "serialize::a_killed_save_leaves_the_old_checkpoint_and_the_next_save_or_load_cleans_up";
+    const N: usize = 10_000;
+    if kusari_tests::in_child() {
+        let path = std::env::var(CHECKPOINT_VAR).expect("the parent gives the path");
+        // Killed in here by SIGXFSZ; where that signal is ignored the write fails instead.
+        let result = save(&filled(N, 9.0), path);
+        println!("SAVE RETURNED: {}", result.is_ok());
+        return Ok(());
+    }
+    let dir = TempDir::new("killed-save");
+    let path = dir.path("model.safetensors");
+    save(&filled(N, 1.0), &path)?;
+    for next in ["load", "save"] {
+        let (status, out) = kusari_tests::run_test_in_child(NAME, "ulimit -f 1;", |c| {
+            c.env(CHECKPOINT_VAR, &path);
+        });
+        if out.contains("SAVE RETURNED") {
+            // SIGXFSZ is ignored here: the write failed, and the save cleaned up itself.
+            assert!(out.contains("SAVE RETURNED: false"), "{out}");
+            assert!(temp_files(&dir, "model.safetensors").is_empty());
+        } else {
+            assert!(!status.success(), "the child was not killed:\n{out}");
+            let left = temp_files(&dir, "model.safetensors");
+            assert_eq!(left.len(), 1, "the killed save's temporary file: {left:?}");
+            let partial = std::fs::metadata(dir.path(&left[0])).expect("exists").len();
+            assert!(partial <= 512, "the child wrote {partial} bytes");
+        }
+        // The old checkpoint is intact.
+        assert_eq!(std::fs::metadata(&path).expect("exists").len() as usize, {
+            save_to_bytes(&filled(N, 1.0))?.len()
+        });
+        match next {
+            "load" => assert_eq!(loaded(&path, N)?, vec![1.0; N]),
+            _ => save(&filled(N, 1.0), &path)?,
+        }
+        assert!(
+            temp_files(&dir, "model.safetensors").is_empty(),
+            "after the next {next}: {:?}",
+            dir.entries()
+        );
+    }
+    assert_eq!(dir.entries(), vec!["model.safetensors".to_string()]);
+    Ok(())
+}
+
+/// This host's name as the temporary files' names carry it (Linux).
+#[cfg(target_os = "linux")]
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the host's name")
+        .trim()
+        .to_string()
+}
+
+/// The id of a process that has exited and been waited for.
+#[cfg(target_os = "linux")]
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait");
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    pid
+}
+
+/// Which temporary files the next save and the next load remove: those of a process of this
+/// host that is gone, and those a day old from anywhere; not those of a running process, of
+/// this process, of another host (until a day old), of another checkpoint, nor other files.
+#[cfg(target_os = "linux")]
+#[test]
+fn stale_temporary_files_are_removed_by_the_next_save_and_load() -> Result<()> {
+    let host = host_name();
+    // A running process, killed and waited for however the test ends.
+    struct Sleeper(std::process::Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            self.0.kill().ok();
+            self.0.wait().ok();
+        }
+    }
+    let sleeper = Sleeper(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep"),
+    );
+    let me = std::process::id();
+    for next in ["save", "load"] {
+        let dir = TempDir::new(&format!("stale-{next}"));
+        let path = dir.path("m.safetensors");
+        save(&filled(2, 3.0), &path)?;
+        let tmp =
+            |host: &str, pid: u32, n: u32| format!(".m.safetensors.kusari-tmp-{host}-{pid}-{n}");
+        let stale = [tmp(&host, dead_pid(), 0), tmp(&host, dead_pid(), 7)];
+        let kept = [
+            tmp(&host, sleeper.0.id(), 0),
+            tmp(&host, me, 99),
+            tmp("some-other-host", dead_pid(), 1),
+            ".n.safetensors.kusari-tmp-x-1-0"
+                .to_string()
+                .replace("x", &host),
+            "m.safetensors.bak".to_string(),
+        ];
+        let old = tmp("yet-another-host", 1, 2);
+        for name in stale.iter().chain(&kept).chain([&old]) {
+            std::fs::write(dir.path(name), b"partial").expect("written");
+        }
+        let two_days_ago =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path(&old))
+            .and_then(|f| f.set_modified(two_days_ago))
+            .expect("set the time");
+        match next {
+            "save" => save(&filled(2, 4.0), &path)?,
+            _ => assert_eq!(loaded(&path, 2)?, vec![3.0; 2]),
+        }
+        let mut want: Vec<String> = kept.to_vec();
+        want.push("m.safetensors".to_string());
+        want.sort();
+        assert_eq!(dir.entries(), want, "after the next {next}");
+    }
+    drop(sleeper);
+    Ok(())
+}
+
+/// A save that fails at its last step (the path is a folder, so the rename fails) leaves no
+/// temporary file, and the folder as it was.
+#[test]
+fn a_failed_save_leaves_no_temporary_file() -> Result<()> {
+    let dir = TempDir::new("failed-save");
+    let path = dir.path("model.safetensors");
+    std::fs::create_dir(&path).expect("a folder where the file would go");
+    let err = save(&filled(2, 1.0), &path).unwrap_err();
+    assert!(
+        matches!(err, Error::CheckpointFile { op: "save", .. }),
+        "{err:?}"
+    );
+    assert_contains(
+        &err.to_string(),
+        &[&path.display().to_string(), "cannot write the file"],
+    );
+    assert_eq!(dir.entries(), vec!["model.safetensors".to_string()]);
+    assert!(path.is_dir());
+    Ok(())
+}
+
+/// A `LayerNormalization` is saved as `gamma` and `beta`, and a lazy one takes its size from the
+/// file.
+#[test]
+fn layer_normalization_round_trips_and_a_lazy_one_takes_the_files_size() -> Result<()> {
+    use kusari::link::LayerNormalization;
+    let dir = TempDir::new("layer-norm");
+    let path = dir.path("ln.safetensors");
+    let trained = LayerNormalization::new(Some(3), 1e-6, DType::F32)?;
+    trained
+        .gamma
+        .set_array(Array::from_vec(vec![0.5f32, 2.0, -1.0], &[3])?)?;
+    trained
+        .beta
+        .set_array(Array::from_vec(vec![0.25f32, 0.0, 3.0], &[3])?)?;
+    save(&trained, &path)?;
+    let file = std::fs::read(&path).expect("saved");
+    let tensors = SafeTensors::deserialize(&file).expect("valid");
+    let mut names = tensors.names();
+    names.sort_unstable();
+    assert_eq!(names, vec!["beta", "gamma"]);
+
+    let restored = LayerNormalization::new(None, 1e-6, DType::F32)?;
+    load(&restored, &path)?;
+    assert_eq!(restored.size(), Some(3));
+    assert_eq!(
+        restored.gamma.array()?.to_vec::<f32>()?,
+        vec![0.5, 2.0, -1.0]
+    );
+    assert_eq!(
+        restored.beta.array()?.to_vec::<f32>()?,
+        vec![0.25, 0.0, 3.0]
+    );
+    Ok(())
+}
