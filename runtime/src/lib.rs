@@ -47,7 +47,7 @@ mod storage;
 mod sync;
 pub mod testing;
 
-pub use array::{Array, WeakArray};
+pub use array::{Array, IndicesOrSections, Ix, WeakArray};
 pub use config::{DeviceGuard, default_device, using_device};
 pub use device::{Device, ParseDeviceError};
 pub use dtype::{DType, Element, FloatElement, NumElement};

@@ -13,6 +13,7 @@ mod apply;
 mod arithmetic;
 mod array_ops;
 mod dropout;
+mod indexing;
 mod linear;
 mod loss;
 mod math;
@@ -30,6 +31,7 @@ pub use arithmetic::{
 };
 pub use array_ops::{astype, broadcast_to, expand_dims, reshape, squeeze, sum_to, transpose};
 pub use dropout::dropout;
+pub use indexing::{concat, embed_id, get_item, pad, split_axis, stack};
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};
 pub use math::{

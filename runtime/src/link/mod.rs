@@ -3,6 +3,7 @@
 //! tutorial's library links, [`EltwiseParamProduct`] and [`Linear`].
 
 mod eltwise_param_product;
+mod embed_id;
 mod field;
 pub mod initializers;
 mod linear;
@@ -13,6 +14,7 @@ mod parameter;
 mod serialize;
 
 pub use eltwise_param_product::EltwiseParamProduct;
+pub use embed_id::EmbedID;
 pub use field::LinkField;
 pub use linear::{Linear, LinearFunction, linear_function};
 pub use link::Link;
