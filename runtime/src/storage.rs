@@ -165,7 +165,12 @@ impl Storage {
 
     /// Rows `idx` of `l` seen as `[outer, n, inner]` along its middle axis (indices below `n`,
     /// a zero row for a negative one): `[outer, idx.len(), inner]` in C order.
-    pub(crate) fn take(&self, l: &Layout, idx: &[i64], dims: (usize, usize, usize)) -> Result<Self> {
+    pub(crate) fn take(
+        &self,
+        l: &Layout,
+        idx: &[i64],
+        dims: (usize, usize, usize),
+    ) -> Result<Self> {
         Ok(match self {
             Storage::Cpu(s) => Storage::Cpu(s.take(l, idx, dims)?),
             Storage::Cuda(s) => Storage::Cuda(s.take(l, idx, dims)?),

@@ -158,7 +158,12 @@ fn index_error(msg: String) -> Error {
 
 /// Python's `slice.indices` then the count: the first position and the number of elements of
 /// `start:stop:step` over an axis of `len`.
-fn slice_span(len: usize, start: Option<isize>, stop: Option<isize>, step: isize) -> (usize, usize) {
+fn slice_span(
+    len: usize,
+    start: Option<isize>,
+    stop: Option<isize>,
+    step: isize,
+) -> (usize, usize) {
     let len = len as i128;
     let step = step as i128;
     let (lower, upper) = if step < 0 { (-1, len - 1) } else { (0, len) };
@@ -232,7 +237,11 @@ pub(crate) fn plan_index(shape: &[usize], index: &[Ix<'_>]) -> Result<IndexPlan>
             }
             Ix::Int(i) => {
                 let len = shape[axis];
-                let at = if i < 0 { i as i128 + len as i128 } else { i as i128 };
+                let at = if i < 0 {
+                    i as i128 + len as i128
+                } else {
+                    i as i128
+                };
                 if at < 0 || at >= len as i128 {
                     return Err(index_error(format!(
                         "index {i} is out of range for axis {axis} of length {len} (shape {shape:?})"
@@ -365,7 +374,7 @@ pub(crate) fn split_bounds(
     };
     match how {
         IndicesOrSections::Sections(n) => {
-            if n == 0 || len % n != 0 {
+            if n == 0 || !len.is_multiple_of(n) {
                 return Err(bad(format!(
                     "indices_or_sections {n} does not divide axis {axis} of length {len} into \
                      equal sections (shape {shape:?})"
@@ -463,7 +472,14 @@ impl Array {
     /// selects: the adjoint of [`basic_view`](Self::basic_view).
     pub(crate) fn basic_scatter(&self, basic: &[Basic], shape: &[usize]) -> Result<Array> {
         let dst = basic_layout(&Layout::contiguous(shape), basic);
-        Array::assemble("get_item", shape, self.dtype(), 0.0, self.device(), &[(self, dst)])
+        Array::assemble(
+            "get_item",
+            shape,
+            self.dtype(),
+            0.0,
+            self.device(),
+            &[(self, dst)],
+        )
     }
 
     /// A new array of `shape` on `device`, `fill` everywhere but where the pieces go: each
@@ -570,7 +586,14 @@ impl Array {
                 (*x, dst)
             })
             .collect();
-        Array::assemble("concat", &shape, xs[0].dtype(), 0.0, xs[0].device(), &pieces)
+        Array::assemble(
+            "concat",
+            &shape,
+            xs[0].dtype(),
+            0.0,
+            xs[0].device(),
+            &pieces,
+        )
     }
 
     /// The arrays (all of one shape) joined along a new axis `axis` (NumPy's `stack`).
@@ -725,12 +748,14 @@ pub(crate) fn concat_shape(op: &'static str, xs: &[&Array], axis: isize) -> Resu
                 rhs_shape: x.shape().to_vec(),
             });
         }
-        shape[a] = shape[a].checked_add(x.shape()[a]).ok_or_else(|| Error::ShapeOverflow {
-            op,
-            shape: x.shape().to_vec(),
-            dtype: x.dtype(),
-            what: "the joined axis",
-        })?;
+        shape[a] = shape[a]
+            .checked_add(x.shape()[a])
+            .ok_or_else(|| Error::ShapeOverflow {
+                op,
+                shape: x.shape().to_vec(),
+                dtype: x.dtype(),
+                what: "the joined axis",
+            })?;
     }
     crate::layout::checked_size(op, &shape, first.dtype())?;
     Ok(shape)

@@ -126,4 +126,3 @@ impl CudaStorage {
         first_output(SCATTER_ADD.name, outputs)
     }
 }
-

@@ -160,7 +160,12 @@ impl FunctionNode for Concat {
         let refs: Vec<&Array> = xs.iter().collect();
         Ok(vec![Array::concat(&refs, self.axis as isize)?])
     }
-    fn backward(&self, _: &BackwardContext<'_>, needs: &[usize], gys: &[Option<Variable>]) -> Grads {
+    fn backward(
+        &self,
+        _: &BackwardContext<'_>,
+        needs: &[usize],
+        gys: &[Option<Variable>],
+    ) -> Grads {
         let mut at = Vec::with_capacity(self.lens.len());
         let mut end = 0;
         for &l in &self.lens[..self.lens.len() - 1] {

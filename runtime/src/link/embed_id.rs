@@ -42,10 +42,7 @@ impl EmbedID {
         dtype: DType,
     ) -> Result<Self> {
         let w = Parameter::with_shape(Normal { scale: 1.0 }, &[in_size, out_size], dtype)?;
-        Ok(EmbedID {
-            W: w,
-            ignore_label,
-        })
+        Ok(EmbedID { W: w, ignore_label })
     }
 
     /// The vectors of the ids `x` (int32 or int64, any shape): `x.shape + (out_size,)`.

@@ -933,7 +933,9 @@ fn backward_reading_an_input_past_the_last_says_out_of_range() {
 #[test]
 fn an_index_out_of_range_names_get_item_the_index_the_axis_and_the_shape() {
     let x = f32s(&[2, 3]);
-    let err = x.get_item(&[Ix::all(), Ix::Int(3)]).expect_err("axis 1 has 3");
+    let err = x
+        .get_item(&[Ix::all(), Ix::Int(3)])
+        .expect_err("axis 1 has 3");
     assert_mentions(&err, &["get_item", "index 3", "axis 1", "[2, 3]"]);
     let err = x.get_item(&[Ix::Int(-3)]).expect_err("axis 0 has 2");
     assert_mentions(&err, &["get_item", "index -3", "axis 0", "[2, 3]"]);
@@ -989,7 +991,16 @@ fn concat_and_stack_of_mismatched_shapes_name_the_function_and_shapes() {
 fn bad_split_indices_name_split_axis_and_the_parameter() {
     let x = Variable::new(f32s(&[2, 5]));
     let err = F::split_axis(&x, 2, 1).expect_err("5 is odd");
-    assert_mentions(&err, &["split_axis", "indices_or_sections 2", "axis 1", "length 5", "[2, 5]"]);
+    assert_mentions(
+        &err,
+        &[
+            "split_axis",
+            "indices_or_sections 2",
+            "axis 1",
+            "length 5",
+            "[2, 5]",
+        ],
+    );
     let err = F::split_axis(&x, &[3, 1], 1).expect_err("decreasing");
     assert_mentions(&err, &["split_axis", "[3, 1]", "non-decreasing", "[2, 5]"]);
     let err = F::split_axis(&x, &[6], 1).expect_err("past the end");
@@ -1025,6 +1036,7 @@ fn embed_id_labels_out_of_range_name_embed_id_the_id_and_n_vocab() {
     let err = F::embed_id(&xf, &w, None).expect_err("float ids");
     assert_mentions(&err, &["embed_id", "float32", "int32 or int64"]);
     let w3 = Variable::new(f32s(&[2, 2, 2]));
-    let err = F::embed_id(&Array::from_vec(vec![0i32], &[1]).unwrap(), &w3, None).expect_err("3-D W");
+    let err =
+        F::embed_id(&Array::from_vec(vec![0i32], &[1]).unwrap(), &w3, None).expect_err("3-D W");
     assert_mentions(&err, &["embed_id", "(n_vocab, n_units)", "[2, 2, 2]"]);
 }
