@@ -20,7 +20,7 @@ use crate::storage::Storage;
 /// elements into a new array, its shape in place of the indexed axis; when integer entries
 /// stand apart from it (`x[0, :, idx]`), its axes go first, as NumPy puts them. Indices are
 /// checked (an index outside the axis is an error, never a wrong element) and negative ones
-/// count from the end.
+/// count from the end; to check them, an index array on a CUDA device is read back to the host.
 ///
 /// ```
 /// use kusari::{Array, Ix};
