@@ -95,6 +95,35 @@ impl CudaStorage {
         )))
     }
 
+    pub(crate) fn assemble(
+        _shape: &[usize],
+        _dtype: DType,
+        _fill: f64,
+        ordinal: usize,
+        _pieces: &[(CudaRef<'_>, &Layout)],
+    ) -> Result<Self> {
+        Err(unavailable(&format!("assemble on cuda:{ordinal}")))
+    }
+
+    pub(crate) fn take(
+        &self,
+        _l: &Layout,
+        _idx: &[i64],
+        _dims: (usize, usize, usize),
+    ) -> Result<Self> {
+        match *self {}
+    }
+
+    pub(crate) fn scatter_add(
+        &self,
+        _l: &Layout,
+        _idx: &[i64],
+        _n_out: usize,
+        _dims: (usize, usize),
+    ) -> Result<Self> {
+        match *self {}
+    }
+
     pub(crate) fn contiguous(&self, _l: &Layout) -> Result<Self> {
         match *self {}
     }

@@ -48,7 +48,7 @@ mod sync;
 pub mod testing;
 mod window;
 
-pub use array::{Array, WeakArray};
+pub use array::{Array, IndicesOrSections, Ix, WeakArray};
 pub use config::{DeviceGuard, default_device, using_device};
 pub use device::{Device, ParseDeviceError};
 pub use dtype::{DType, Element, FloatElement, NumElement};

@@ -9,5 +9,5 @@ pub use crate::graph::{
 };
 pub use crate::link::{Link, Parameter};
 pub use crate::random::Rng;
-pub use crate::{Array, DType, Device, Error, Result, Variable};
+pub use crate::{Array, DType, Device, Error, Ix, Result, Variable};
 pub use kusari_macros::{Link, function_node};

@@ -111,6 +111,89 @@ impl Storage {
         })
     }
 
+    /// A new C-contiguous buffer of `shape` on `device`, `fill` (cast to `dtype`) everywhere
+    /// but where the pieces go: each piece's elements (a buffer of `dtype` and its layout) are
+    /// copied, in C order, to its destination (a layout into the new buffer of the piece's
+    /// shape, each element its own). `op` names the operation in errors.
+    pub(crate) fn assemble(
+        op: &'static str,
+        shape: &[usize],
+        dtype: DType,
+        fill: f64,
+        device: Device,
+        pieces: &[(&Self, &Layout, &Layout)],
+    ) -> Result<Self> {
+        let size = checked_size(op, shape, dtype)?;
+        match device {
+            Device::Cpu => {
+                let mut host = Vec::with_capacity(pieces.len());
+                for &(s, l, d) in pieces {
+                    match s {
+                        Storage::Cpu(c) => host.push((c, l, d)),
+                        Storage::Cuda(_) => {
+                            return Err(Error::DeviceMismatch {
+                                op: op.to_string(),
+                                lhs: device,
+                                rhs: s.device(),
+                            });
+                        }
+                    }
+                }
+                Ok(Storage::Cpu(CpuStorage::assemble(
+                    op, size, dtype, fill, &host,
+                )?))
+            }
+            Device::Cuda(i) => {
+                let mut cuda = Vec::with_capacity(pieces.len());
+                for &(s, l, d) in pieces {
+                    match s {
+                        Storage::Cuda(c) if c.ordinal() == i => cuda.push(((c, l), d)),
+                        _ => {
+                            return Err(Error::DeviceMismatch {
+                                op: op.to_string(),
+                                lhs: device,
+                                rhs: s.device(),
+                            });
+                        }
+                    }
+                }
+                Ok(Storage::Cuda(CudaStorage::assemble(
+                    shape, dtype, fill, i, &cuda,
+                )?))
+            }
+        }
+    }
+
+    /// Rows `idx` of `l` seen as `[outer, n, inner]` along its middle axis (indices below `n`,
+    /// a zero row for a negative one): `[outer, idx.len(), inner]` in C order.
+    pub(crate) fn take(
+        &self,
+        l: &Layout,
+        idx: &[i64],
+        dims: (usize, usize, usize),
+    ) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.take(l, idx, dims)?),
+            Storage::Cuda(s) => Storage::Cuda(s.take(l, idx, dims)?),
+        })
+    }
+
+    /// The adjoint of [`take`](Self::take): `l` seen as `[outer, idx.len(), inner]` added into
+    /// zeros `[outer, n_out, inner]` at rows `idx` (negative ones dropped), in the order of
+    /// `idx` on every device.
+    pub(crate) fn scatter_add(
+        &self,
+        l: &Layout,
+        idx: &[i64],
+        n_out: usize,
+        dims: (usize, usize),
+    ) -> Result<Self> {
+        Ok(match self {
+            Storage::Cpu(s) => Storage::Cpu(s.scatter_add(l, idx, n_out, dims)?),
+            Storage::Cuda(s) => Storage::Cuda(s.scatter_add(l, idx, n_out, dims)?),
+        })
+    }
+
     /// The elements of `l` converted to `dtype`, in C order.
     pub(crate) fn astype(&self, l: &Layout, dtype: DType) -> Result<Self> {
         Ok(match self {

@@ -2,6 +2,7 @@
 
 mod elementwise;
 mod handle;
+mod index;
 mod linalg;
 mod ops;
 mod reduce;
@@ -10,3 +11,7 @@ mod window;
 
 pub(crate) use elementwise::{require_float, require_numeric};
 pub use handle::{Array, WeakArray};
+pub(crate) use index::{
+    Basic, IndexPlan, concat_shape, pad_widths, plan_index, split_bounds, stack_check,
+};
+pub use index::{IndicesOrSections, Ix};

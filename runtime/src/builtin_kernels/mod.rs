@@ -159,6 +159,38 @@ pub(crate) static COL2IM: ElementwiseDef = ElementwiseDef::new(
      x = acc;",
 );
 
+/// Rows `idx` of a C-order `[outer, n_in, inner]` array along its middle axis (a zero row where
+/// an index is negative): integer-array indexing and embeddings. One thread per output element.
+pub(crate) static TAKE: ElementwiseDef = ElementwiseDef::new(
+    "kusari_take",
+    "raw T x, raw int64 idx",
+    "T out",
+    "int64 n_in, int64 n_idx, int64 inner",
+    "const long long k_ = (long long)i % inner;\n\
+     const long long j_ = ((long long)i / inner) % n_idx;\n\
+     const long long o_ = (long long)i / (inner * n_idx);\n\
+     const long long r_ = idx[j_];\n\
+     out = r_ < 0 ? (T)0 : x[(o_ * n_in + r_) * inner + k_];",
+);
+
+/// The adjoint of [`TAKE`] without atomics: each output element of `[outer, n_out, inner]` sums,
+/// in order, the source rows `order[starts[r]..starts[r + 1]]` that go to its row `r` (the
+/// inverse of the index, made on the host), so repeated indices add up in the host's order.
+pub(crate) static SCATTER_ADD: ElementwiseDef = ElementwiseDef::new(
+    "kusari_scatter_add",
+    "raw T src, raw int64 starts, raw int64 order",
+    "T out",
+    "int64 n_out, int64 n_src, int64 inner",
+    "const long long k_ = (long long)i % inner;\n\
+     const long long r_ = ((long long)i / inner) % n_out;\n\
+     const long long o_ = (long long)i / (inner * n_out);\n\
+     T acc = 0;\n\
+     for (long long p_ = starts[r_]; p_ < starts[r_ + 1]; ++p_) {\n\
+     \x20 acc += src[(o_ * n_src + order[p_]) * inner + k_];\n\
+     }\n\
+     out = acc;",
+);
+
 fn dtype_index(d: DType) -> usize {
     DType::ALL
         .iter()
@@ -312,6 +344,8 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
     all.push((MATMUL, NUM));
     all.push((IM2COL, FLOAT));
     all.push((COL2IM, FLOAT));
+    all.push((TAKE, CMP));
+    all.push((SCATTER_ADD, NUM));
     all.push((SGD_UPDATE, FLOAT));
     all.push((MOMENTUM_SGD_UPDATE, FLOAT));
     for d in DType::ALL {

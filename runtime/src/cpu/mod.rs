@@ -3,6 +3,7 @@
 //! Its operations (`ops.rs`) take buffers and layouts and return buffers; they never see `Array`.
 
 mod elementwise;
+mod index;
 mod linalg;
 mod math;
 mod ops;

@@ -25,6 +25,7 @@
 
 mod device;
 mod driver;
+mod index;
 mod launch;
 mod memory;
 mod ops;

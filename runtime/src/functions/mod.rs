@@ -15,6 +15,7 @@ mod arithmetic;
 mod array_ops;
 mod conv;
 mod dropout;
+mod indexing;
 mod layer_normalization;
 mod linear;
 mod loss;
@@ -39,6 +40,7 @@ pub use conv::{
     ConvOptions, Dims, convolution_2d, convolution_nd, deconvolution_2d, deconvolution_nd,
 };
 pub use dropout::dropout;
+pub use indexing::{concat, embed_id, get_item, pad, split_axis, stack};
 pub use layer_normalization::layer_normalization;
 pub use linear::{linear, matmul};
 pub use loss::{log_softmax, select_item, softmax, softmax_cross_entropy};

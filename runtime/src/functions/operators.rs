@@ -9,6 +9,18 @@ use crate::{Array, DType, Variable};
 
 /// Arithmetic methods used by the operators (`&x + &y` calls [`Variable::add`]).
 impl Variable {
+    /// NumPy's indexing, `self[index]` ([`functions::get_item`]; the entries are [`Ix`](crate::Ix)).
+    ///
+    /// ```
+    /// use kusari::prelude::*;
+    /// let x = Variable::new(Array::arange(0.0, 6.0, 1.0, DType::F32).unwrap().reshape(&[2, 3]).unwrap());
+    /// let y = x.get_item(&[Ix::Ellipsis, Ix::Int(-1)]).unwrap();
+    /// assert_eq!(y.array().to_vec::<f32>().unwrap(), vec![2.0, 5.0]);
+    /// ```
+    pub fn get_item(&self, index: &[crate::Ix<'_>]) -> Result<Variable> {
+        functions::get_item(self, index)
+    }
+
     /// `self + rhs` ([`functions::add`]).
     pub fn add(&self, rhs: &Variable) -> Result<Variable> {
         functions::add(self, rhs)

@@ -6,6 +6,7 @@
 mod atomic_file;
 mod conv;
 mod eltwise_param_product;
+mod embed_id;
 mod field;
 pub mod initializers;
 mod layer_normalization;
@@ -19,6 +20,7 @@ mod serialize;
 
 pub use conv::{Convolution2D, ConvolutionND, Deconvolution2D};
 pub use eltwise_param_product::EltwiseParamProduct;
+pub use embed_id::EmbedID;
 pub use field::LinkField;
 pub use layer_normalization::LayerNormalization;
 pub use linear::{Linear, LinearFunction, linear_function};

@@ -62,6 +62,10 @@ fn mixing_devices_is_a_device_mismatch() {
         "F::matmul",
     );
     assert_mismatch(muladd_kernel::mul_add(&vg, &vh, &vg), dev, "MulAdd");
+    assert_mismatch(Array::concat(&[&g, &h], 0), dev, "concat");
+    assert_mismatch(Array::concat(&[&h, &g], 1), dev, "concat, the host first");
+    assert_mismatch(Array::stack(&[&g, &h], 0), dev, "stack");
+    assert_mismatch(F::concat(&[&vh, &vg], 0), dev, "F::concat");
     // A kernel launched on a mix of devices is refused too, naming both.
     let err = SUM_DIFF.launch(&[&g, &h], &[]).unwrap_err();
     assert!(

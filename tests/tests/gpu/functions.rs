@@ -184,6 +184,42 @@ fn function_cases(t: DType) -> Vec<Case> {
         case("sum_axes", vec![s(&[3, 4, 5], 59)], |v, _| {
             F::sum_axes(&v[0], &[0, 2], true)
         }),
+        case(
+            "concat",
+            vec![s(&[3, 2], 62), s(&[3, 4], 63), s(&[3, 1], 64)],
+            |v, _| F::concat(&[&v[0], &v[1], &v[2]], 1),
+        ),
+        case("stack", vec![s(&[3, 4], 65), s(&[3, 4], 66)], |v, _| {
+            F::stack(&[&v[0], &v[1]], -1)
+        }),
+        case("split_axis", vec![s(&[5, 4], 67)], |v, _| {
+            // The middle piece is not used: its gradient is zeros.
+            let parts = F::split_axis(&v[0], &[1, 3], 0)?;
+            F::concat(&[&parts[2], &parts[0]], 0)
+        }),
+        case("pad", vec![s(&[3, 4], 68)], |v, _| {
+            F::pad(&v[0], &[(1, 2), (0, 3)], "constant", -0.5)
+        }),
+        case("get_item basic", vec![s(&[3, 4, 5], 69)], |v, _| {
+            v[0].get_item(&[
+                Ix::slice(None, None, -2),
+                Ix::NewAxis,
+                Ix::Ellipsis,
+                Ix::Int(-2),
+            ])
+        }),
+        case("get_item array", vec![s(&[4, 3, 2], 70)], |v, d| {
+            let idx = Array::from_vec(vec![2i64, 0, 2, -1, 1, 2], &[2, 3])?.to_device(d)?;
+            v[0].get_item(&[Ix::all(), Ix::Array(&idx)])
+        }),
+        case("get_item array apart", vec![s(&[3, 4, 5], 71)], |v, _| {
+            let idx = Array::from_vec(vec![4i32, 4, 0], &[3])?;
+            v[0].get_item(&[Ix::Int(1), Ix::range(1, 4), Ix::Array(&idx)])
+        }),
+        case("embed_id", vec![s(&[6, 3], 72)], |v, d| {
+            let ids = Array::from_vec(vec![5i32, 0, -1, 5, 2, 5, 0, 1], &[2, 4])?.to_device(d)?;
+            F::embed_id(&ids, &v[0], Some(-1))
+        }),
         case("operators", vec![s(&[3, 4], 60), p(&[4], 61)], |v, _| {
             let a = ((&v[0] * &v[1])? + 1.0)?;
             let b = (2.0 - &v[0])?;

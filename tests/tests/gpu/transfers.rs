@@ -140,3 +140,50 @@ fn full_and_zeros_on_the_gpu() {
         }
     }
 }
+
+/// Indexing, joining, splitting and padding copy elements: on the GPU they give the host's
+/// elements bit for bit, in every dtype and from strided views.
+#[test]
+fn indexing_and_joining_give_the_hosts_elements_in_every_dtype() {
+    let Some(dev) = gpu("indexing_and_joining_give_the_hosts_elements_in_every_dtype") else {
+        return;
+    };
+    let _suite = shared();
+    type Op = fn(&Array, &Array) -> Result<Array>;
+    let ops: [(&str, Op); 7] = [
+        ("x[idx, ::-2]", |a, i| {
+            a.get_item(&[Ix::Array(i), Ix::slice(None, None, -2)])
+        }),
+        ("x.t()[1:, idx]", |a, i| {
+            a.t().get_item(&[Ix::range(1, 4), Ix::Array(i)])
+        }),
+        ("x[None, -1, ...]", |a, _| {
+            a.get_item(&[Ix::NewAxis, Ix::Int(-1), Ix::Ellipsis])?
+                .contiguous()
+        }),
+        ("concat", |a, _| Array::concat(&[&a.flip(0)?, a], 0)),
+        ("stack", |a, _| Array::stack(&[a, &a.flip(1)?], 2)),
+        ("split_axis", |a, _| a.split_axis(&[1], 1)?[1].contiguous()),
+        ("pad", |a, _| a.t().pad(&[(1, 0), (2, 1)], "constant", 1.0)),
+    ];
+    let idx = Array::from_vec(vec![2i64, 0, -1, 2], &[2, 2]).unwrap();
+    for (k, dtype) in DType::ALL.into_iter().enumerate() {
+        let h = values(&[3, 4], dtype, 40 + k as u64);
+        let d = h.to_device(dev).unwrap();
+        let di = idx.to_device(dev).unwrap();
+        for (name, op) in ops {
+            let want = op(&h, &idx).unwrap_or_else(|e| panic!("{name} {dtype} on the host: {e}"));
+            let got = op(&d, &di).unwrap_or_else(|e| panic!("{name} {dtype} on {dev}: {e}"));
+            assert_eq!(got.device(), dev, "{name} {dtype}");
+            assert_eq!(got.shape(), want.shape(), "{name} {dtype}");
+            let bits = |a: &Array| -> Vec<u64> {
+                a.to_f64_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(&got), bits(&want), "{name} {dtype}");
+        }
+    }
+}

@@ -1579,3 +1579,128 @@ fn astype_wraps_integers_rounds_once_and_saturates_floats() {
         [true, true, true, true, true, true]
     );
 }
+
+// ----- indexing, joining, splitting, padding -----
+
+/// `0, 1, 2, ...` of `dtype` in `shape`.
+fn iota(shape: &[usize], dtype: DType) -> Array {
+    let n: usize = shape.iter().product();
+    Array::arange(0.0, n as f64, 1.0, dtype)
+        .and_then(|a| a.reshape(shape))
+        .expect("a small shape")
+}
+
+/// Basic indices are views with NumPy's values (written out by hand for `x = arange(24)`
+/// shaped `(2, 3, 4)`).
+#[test]
+fn basic_indexing_is_a_view_with_numpys_values() -> Result<()> {
+    use kusari::Ix;
+    let x = iota(&[2, 3, 4], DType::F64);
+    // x[1, ::-1, 1:4:2]
+    let y = x.get_item(&[
+        Ix::Int(1),
+        Ix::slice(None, None, -1),
+        Ix::slice(Some(1), Some(4), 2),
+    ])?;
+    assert_eq!(y.shape(), &[3, 2]);
+    assert!(y.shares_buffer(&x));
+    assert_eq!(vals(&y), vec![21.0, 23.0, 17.0, 19.0, 13.0, 15.0]);
+    // x[..., None], x[None, 0], x[1, 2, 3] (0-d), x[0, -10:10], x[0, 5:], x[0, 0, 3:0:-2]
+    assert_eq!(
+        x.get_item(&[Ix::Ellipsis, Ix::NewAxis])?.shape(),
+        &[2, 3, 4, 1]
+    );
+    assert_eq!(x.get_item(&[Ix::NewAxis, Ix::Int(0)])?.shape(), &[1, 3, 4]);
+    let e = x.get_item(&[Ix::Int(1), Ix::Int(2), Ix::Int(3)])?;
+    assert_eq!((e.shape(), vals(&e)), (&[][..], vec![23.0]));
+    assert_eq!(
+        vals(&x.get_item(&[Ix::Int(0), Ix::range(-10, 10)])?),
+        seq(12)
+    );
+    assert_eq!(
+        x.get_item(&[Ix::Int(0), Ix::slice(Some(5), None, 1)])?
+            .shape(),
+        &[0, 4]
+    );
+    let r = x.get_item(&[Ix::Int(0), Ix::Int(0), Ix::slice(Some(3), Some(0), -2)])?;
+    assert_eq!(vals(&r), vec![3.0, 1.0]);
+    // x[-1:-3:-1, ..., ::-3]
+    let r = x.get_item(&[Ix::range(-1, -3), Ix::Ellipsis])?;
+    assert_eq!(r.shape(), &[0, 3, 4]); // -1:-3 with step 1 is empty, as in Python
+    let r = x.get_item(&[
+        Ix::slice(Some(-1), Some(-3), -1),
+        Ix::Ellipsis,
+        Ix::slice(None, None, -3),
+    ])?;
+    // -1:-3:-1 over 2 rows is rows 1 and 0 (Python: slice(-1, -3, -1).indices(2) is (1, -1, -1)).
+    assert_eq!(r.shape(), &[2, 3, 2]);
+    let want = [
+        15.0, 12.0, 19.0, 16.0, 23.0, 20.0, 3.0, 0.0, 7.0, 4.0, 11.0, 8.0,
+    ];
+    assert_eq!(vals(&r), want);
+    Ok(())
+}
+
+/// Integer-array indexing gathers in every dtype, with NumPy's placement of the index's axes.
+#[test]
+fn integer_array_indexing_gathers_in_every_dtype() -> Result<()> {
+    use kusari::Ix;
+    let idx = Array::from_vec(vec![2i32, -3, 2], &[3])?;
+    for dtype in [
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ] {
+        let x = iota(&[3, 2], dtype);
+        let y = x.get_item(&[Ix::Array(&idx)])?;
+        assert_eq!((y.dtype(), y.shape()), (dtype, &[3, 2][..]));
+        assert_eq!(vals(&y), vec![4.0, 5.0, 0.0, 1.0, 4.0, 5.0], "{dtype}");
+    }
+    let b = Array::from_vec(vec![true, false, false, true], &[2, 2])?;
+    let one = Array::from_vec(vec![1i64], &[1])?;
+    let y = b.get_item(&[Ix::all(), Ix::Array(&one)])?;
+    assert_eq!(
+        (y.shape(), y.to_vec::<bool>()?),
+        (&[2, 1][..], vec![false, true])
+    );
+    // x[0, :, idx] (apart: the index's axis first) and x[:, 0, idx] (adjacent: in place).
+    let x = iota(&[2, 3, 4], DType::F64);
+    let i = Array::from_vec(vec![3i64, 0], &[2])?;
+    let apart = x.get_item(&[Ix::Int(0), Ix::all(), Ix::Array(&i)])?;
+    assert_eq!(apart.shape(), &[2, 3]);
+    assert_eq!(vals(&apart), vec![3.0, 7.0, 11.0, 0.0, 4.0, 8.0]);
+    let adjacent = x.get_item(&[Ix::all(), Ix::Int(0), Ix::Array(&i)])?;
+    assert_eq!(adjacent.shape(), &[2, 2]);
+    assert_eq!(vals(&adjacent), vec![3.0, 0.0, 15.0, 12.0]);
+    // An empty index array gives an empty axis.
+    let none = Array::from_vec(Vec::<i64>::new(), &[0])?;
+    assert_eq!(x.get_item(&[Ix::Array(&none)])?.shape(), &[0, 3, 4]);
+    Ok(())
+}
+
+#[test]
+fn concat_stack_split_and_pad_in_integer_dtypes_and_with_empty_pieces() -> Result<()> {
+    let a = iota(&[2, 2], DType::I64);
+    let empty = Array::zeros(&[2, 0], DType::I64)?;
+    let b = Array::full(&[2, 1], 7.0, DType::I64)?;
+    let c = Array::concat(&[&a, &empty, &b.t().t()], 1)?;
+    assert_eq!(c.to_vec::<i64>()?, vec![0, 1, 7, 2, 3, 7]);
+    // A transposed (strided) piece is read in its logical order.
+    let c = Array::concat(&[&a.t(), &a], 0)?;
+    assert_eq!(c.to_vec::<i64>()?, vec![0, 2, 1, 3, 0, 1, 2, 3]);
+    let s = Array::stack(&[&a, &a.t()], 0)?;
+    assert_eq!(s.shape(), &[2, 2, 2]);
+    assert_eq!(s.to_vec::<i64>()?, vec![0, 1, 2, 3, 0, 2, 1, 3]);
+    let parts = iota(&[5], DType::I32).split_axis(&[0, 2, 2], 0)?;
+    let sizes: Vec<usize> = parts.iter().map(|p| p.size()).collect();
+    assert_eq!(sizes, vec![0, 2, 0, 3]);
+    assert_eq!(parts[3].to_vec::<i32>()?, vec![2, 3, 4]);
+    let p = a.pad(&[(0, 1), (1, 0)], "constant", -1.0)?;
+    assert_eq!(p.to_vec::<i64>()?, vec![-1, 0, 1, -1, 2, 3, -1, -1, -1]);
+    let flipped = a.flip(1)?.pad(&[(0, 0)], "constant", 0.0)?;
+    assert_eq!(flipped.to_vec::<i64>()?, vec![1, 0, 3, 2]);
+    Ok(())
+}

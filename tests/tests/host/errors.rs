@@ -1024,3 +1024,118 @@ fn activations_and_layer_normalization_refuse_bad_arguments() -> Result<()> {
     assert_mentions(&err, &["layer_normalization", "eps"]);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Indexing, joining, splitting, padding, embeddings
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_index_out_of_range_names_get_item_the_index_the_axis_and_the_shape() {
+    let x = f32s(&[2, 3]);
+    let err = x
+        .get_item(&[Ix::all(), Ix::Int(3)])
+        .expect_err("axis 1 has 3");
+    assert_mentions(&err, &["get_item", "index 3", "axis 1", "[2, 3]"]);
+    let err = x.get_item(&[Ix::Int(-3)]).expect_err("axis 0 has 2");
+    assert_mentions(&err, &["get_item", "index -3", "axis 0", "[2, 3]"]);
+    let idx = Array::from_vec(vec![0i64, 5], &[2]).unwrap();
+    let v = Variable::new(x.clone());
+    let err = v.get_item(&[Ix::Array(&idx)]).expect_err("row 5 of 2");
+    assert_mentions(&err, &["get_item", "index 5", "axis 0", "[2, 3]"]);
+    let err = x
+        .get_item(&[Ix::Int(0), Ix::Int(0), Ix::Int(0)])
+        .expect_err("three indices for two axes");
+    assert_mentions(&err, &["get_item", "3 indices", "[2, 3]"]);
+    let err = x
+        .get_item(&[Ix::Ellipsis, Ix::Ellipsis])
+        .expect_err("two ellipses");
+    assert_mentions(&err, &["get_item", "ellipsis"]);
+    let err = x
+        .get_item(&[Ix::slice(None, None, 0)])
+        .expect_err("zero step");
+    assert_mentions(&err, &["get_item", "step", "zero"]);
+    let fidx = Array::from_vec(vec![0.0f32], &[1]).unwrap();
+    let err = x.get_item(&[Ix::Array(&fidx)]).expect_err("float index");
+    assert_mentions(&err, &["get_item", "float32", "int32 or int64"]);
+    let err = x
+        .get_item(&[Ix::Array(&idx), Ix::Array(&idx)])
+        .expect_err("two index arrays");
+    assert_mentions(&err, &["get_item", "one integer-array index"]);
+}
+
+#[test]
+fn concat_and_stack_of_mismatched_shapes_name_the_function_and_shapes() {
+    let a = Variable::new(f32s(&[2, 3]));
+    let b = Variable::new(f32s(&[3, 3]));
+    let err = F::concat(&[&a, &b], 1).expect_err("rows differ");
+    assert_mentions(&err, &["concat", "array 1", "[3, 3]", "[2, 3]", "axis 1"]);
+    assert!(F::concat(&[&a, &b], 0).is_ok());
+    let err = F::concat(&[&a, &b], 2).expect_err("no axis 2");
+    assert_mentions(&err, &["concat", "axis 2", "[2, 3]"]);
+    let err = F::concat(&[], 0).expect_err("nothing to join");
+    assert_mentions(&err, &["concat", "at least one"]);
+    let c = Variable::new(f32s(&[3]));
+    let err = F::concat(&[&a, &c], 0).expect_err("ranks differ");
+    assert_mentions(&err, &["concat", "[3]", "[2, 3]"]);
+    let i = Variable::new(Array::from_vec(vec![1i32; 6], &[2, 3]).unwrap());
+    let err = F::concat(&[&a, &i], 0).expect_err("dtypes differ");
+    assert_mentions(&err, &["concat", "float32", "int32"]);
+    let err = F::stack(&[&a, &b], 0).expect_err("shapes differ");
+    assert_mentions(&err, &["stack", "array 1", "[3, 3]", "[2, 3]"]);
+    let err = F::stack(&[&a, &a], 3).expect_err("no axis 3 in the stacked rank 3");
+    assert_mentions(&err, &["stack", "axis 3"]);
+}
+
+#[test]
+fn bad_split_indices_name_split_axis_and_the_parameter() {
+    let x = Variable::new(f32s(&[2, 5]));
+    let err = F::split_axis(&x, 2, 1).expect_err("5 is odd");
+    assert_mentions(
+        &err,
+        &[
+            "split_axis",
+            "indices_or_sections 2",
+            "axis 1",
+            "length 5",
+            "[2, 5]",
+        ],
+    );
+    let err = F::split_axis(&x, &[3, 1], 1).expect_err("decreasing");
+    assert_mentions(&err, &["split_axis", "[3, 1]", "non-decreasing", "[2, 5]"]);
+    let err = F::split_axis(&x, &[6], 1).expect_err("past the end");
+    assert_mentions(&err, &["split_axis", "[6]", "length 5"]);
+    let err = F::split_axis(&x, 0, 0).expect_err("zero sections");
+    assert_mentions(&err, &["split_axis", "indices_or_sections 0"]);
+}
+
+#[test]
+fn bad_pad_widths_and_modes_name_pad() {
+    let x = Variable::new(f32s(&[2, 3]));
+    let err = F::pad(&x, &[(0, 0), (-1, 2)], "constant", 0.0).expect_err("negative");
+    assert_mentions(&err, &["pad", "(-1, 2)", "axis 1", "negative", "[2, 3]"]);
+    let err = F::pad(&x, &[(0, 0), (1, 1), (1, 1)], "constant", 0.0).expect_err("3 pairs");
+    assert_mentions(&err, &["pad", "3", "[2, 3]"]);
+    let err = F::pad(&x, &[(1, 1)], "edge", 0.0).expect_err("mode");
+    assert_mentions(&err, &["pad", "\"edge\"", "constant"]);
+}
+
+#[test]
+fn embed_id_labels_out_of_range_name_embed_id_the_id_and_n_vocab() {
+    let w = Variable::new(f32s(&[4, 2]));
+    let x = Array::from_vec(vec![0i32, 4], &[2]).unwrap();
+    let err = F::embed_id(&x, &w, None).expect_err("id 4 of 4");
+    assert_mentions(&err, &["embed_id", "id 4", "n_vocab 4", "[4, 2]"]);
+    let x = Array::from_vec(vec![-1i64, 1], &[2]).unwrap();
+    let err = F::embed_id(&x, &w, None).expect_err("-1 without ignore_label");
+    assert_mentions(&err, &["embed_id", "id -1", "n_vocab 4"]);
+    assert!(F::embed_id(&x, &w, Some(-1)).is_ok());
+    let err = F::embed_id(&x, &w, Some(-2)).expect_err("-1 is not the ignore_label");
+    assert_mentions(&err, &["embed_id", "id -1", "ignore_label -2"]);
+    let xf = Array::from_vec(vec![0.0f32], &[1]).unwrap();
+    let err = F::embed_id(&xf, &w, None).expect_err("float ids");
+    assert_mentions(&err, &["embed_id", "float32", "int32 or int64"]);
+    let w3 = Variable::new(f32s(&[2, 2, 2]));
+    let err =
+        F::embed_id(&Array::from_vec(vec![0i32], &[1]).unwrap(), &w3, None).expect_err("3-D W");
+    assert_mentions(&err, &["embed_id", "(n_vocab, n_units)", "[2, 2, 2]"]);
+}

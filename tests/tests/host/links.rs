@@ -413,3 +413,38 @@ fn layer_normalization_link_is_sized_by_its_first_input() -> Result<()> {
     assert!(LayerNormalization::new(None, -1.0, DType::F32).is_err());
     Ok(())
 }
+
+/// `EmbedID`: `W` is `(in_size, out_size)` from `N(0, 1)` (Chainer's `Normal(1.0)`), its path is
+/// `/W`, and forward looks rows up by id, ignored ids giving zeros and no gradient.
+#[test]
+fn embed_id_looks_up_rows_of_a_unit_normal_table() -> Result<()> {
+    use kusari::link::EmbedID;
+    kusari::random::seed(3);
+    let big = EmbedID::new(100, 50, None, DType::F64)?;
+    let w = big.W.variable()?.array().to_f64_vec()?;
+    let mean = w.iter().sum::<f64>() / w.len() as f64;
+    let var = w.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / w.len() as f64;
+    assert!(
+        mean.abs() < 0.1 && (var.sqrt() - 1.0).abs() < 0.1,
+        "{mean} {var}"
+    );
+
+    let embed = EmbedID::new(4, 2, Some(-1), DType::F32)?;
+    assert_eq!(paths(&embed), ["/W"]);
+    assert_eq!(embed.W.shape(), Some(vec![4, 2]));
+    let table = embed.W.variable()?.array().to_vec::<f32>()?;
+    let ids = Array::from_vec(vec![1i64, -1, 1, 3], &[2, 2])?;
+    let y = embed.forward(&ids)?;
+    assert_eq!(y.shape(), &[2, 2, 2]);
+    let row = |i: usize| table[2 * i..2 * i + 2].to_vec();
+    let want: Vec<f32> = [row(1), vec![0.0, 0.0], row(1), row(3)].concat();
+    assert_eq!(y.array().to_vec::<f32>()?, want);
+    F::sum(&y)?.backward()?;
+    let g = embed.W.variable()?.grad().expect("W has a gradient");
+    assert_eq!(
+        g.array().to_vec::<f32>()?,
+        vec![0.0, 0.0, 2.0, 2.0, 0.0, 0.0, 1.0, 1.0]
+    );
+    assert!(embed.forward(&Array::from_vec(vec![4i32], &[1])?).is_err());
+    Ok(())
+}

@@ -512,3 +512,150 @@ kusari::op_tests!(layer_normalization_3d => OpTest::new("layer_normalization", |
     ])
     .forward(|x| F::layer_normalization(&x[0], &x[1], &x[2], 0.1))
     .expected(|x| vec![layer_norm_expected(&x[0], &x[1], &x[2], 0.1)]));
+
+// ----- indexing, joining, splitting, padding, embeddings -----
+
+/// `v` with shape `shape` (C order).
+fn shaped(shape: &[usize], v: Vec<f64>) -> ArrayD<f64> {
+    ArrayD::from_shape_vec(IxDyn(shape), v).expect("the count matches the shape")
+}
+
+/// Python's `range(start, stop, step)` positions of a slice, written out by hand.
+fn positions(start: i64, stop: i64, step: i64) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut i = start;
+    while (step > 0 && i < stop) || (step < 0 && i > stop) {
+        out.push(i as usize);
+        i += step;
+    }
+    out
+}
+
+kusari::op_tests!(concat => OpTest::new("concat", |rng, dtype| vec![
+    Array::uniform(&[2, 3], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::uniform(&[2, 1], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::uniform(&[2, 2], -1.0, 1.0, dtype, rng).unwrap(),
+])
+.forward(|x| F::concat(&[&x[0], &x[1], &x[2]], 1))
+.expected(|x| {
+    let mut v = Vec::new();
+    for r in 0..2 {
+        for a in x {
+            v.extend(a.index_axis(Axis(0), r).iter());
+        }
+    }
+    vec![shaped(&[2, 6], v)]
+}));
+
+kusari::op_tests!(concat_axis0 => OpTest::new("concat", two(&[1, 3], &[2, 3]))
+    .forward(|x| F::concat(&[&x[0], &x[1]], 0))
+    .expected(|x| vec![ndarray::concatenate(Axis(0), &[x[0].view(), x[1].view()]).expect("same columns")]));
+
+kusari::op_tests!(stack => OpTest::new("stack", two(&[2, 3], &[2, 3]))
+.forward(|x| F::stack(&[&x[0], &x[1]], 1))
+.expected(|x| {
+    // out[i, k, j] = x[k][i, j]
+    let mut v = Vec::new();
+    for i in 0..2 {
+        for a in x {
+            v.extend(a.index_axis(Axis(0), i).iter());
+        }
+    }
+    vec![shaped(&[2, 2, 3], v)]
+}));
+
+kusari::op_tests!(split_axis => OpTest::new("split_axis", uniform(&[2, 5], -1.0, 1.0))
+.forward(|x| F::split_axis(&x[0], &[1, 3], 1))
+.expected(|x| {
+    let cols = |a: usize, b: usize| {
+        let v = (0..2).flat_map(|r| (a..b).map(move |c| (r, c))).map(|(r, c)| x[0][[r, c]]).collect();
+        shaped(&[2, b - a], v)
+    };
+    vec![cols(0, 1), cols(1, 3), cols(3, 5)]
+}));
+
+// Only two of three pieces used: the unused one's gradient is zeros.
+kusari::op_tests!(split_axis_unused_output => OpTest::new("split_axis", uniform(&[6, 2], -1.0, 1.0))
+.forward(|x| {
+    let parts = F::split_axis(&x[0], 3, 0)?;
+    Ok(vec![parts[0].clone(), parts[2].clone()])
+})
+.expected(|x| {
+    let rows = |a: usize| shaped(&[2, 2], (a..a + 2).flat_map(|r| [x[0][[r, 0]], x[0][[r, 1]]]).collect());
+    vec![rows(0), rows(4)]
+}));
+
+kusari::op_tests!(pad => OpTest::new("pad", uniform(&[2, 3], -1.0, 1.0))
+.forward(|x| F::pad(&x[0], &[(1, 0), (2, 1)], "constant", 0.5))
+.expected(|x| {
+    let mut out = ArrayD::from_elem(IxDyn(&[3, 6]), 0.5);
+    for r in 0..2 {
+        for c in 0..3 {
+            out[[r + 1, c + 2]] = x[0][[r, c]];
+        }
+    }
+    vec![out]
+}));
+
+// x[-1, ::-2, None, ...] of a (3, 4, 5) array: (2, 1, 5).
+kusari::op_tests!(get_item_basic => OpTest::new("get_item", uniform(&[3, 4, 5], -1.0, 1.0))
+.forward(|x| x[0].get_item(&[Ix::Int(-1), Ix::slice(None, None, -2), Ix::NewAxis, Ix::Ellipsis]))
+.expected(|x| {
+    let v = positions(3, -1, -2).into_iter().flat_map(|j| (0..5).map(move |k| (j, k))).map(|(j, k)| x[0][[2, j, k]]).collect();
+    vec![shaped(&[2, 1, 5], v)]
+}));
+
+// x[1:, 4:0:-3, -2] of a (3, 6, 2) array: (2, 2).
+kusari::op_tests!(get_item_steps => OpTest::new("get_item", uniform(&[3, 6, 2], -1.0, 1.0))
+.forward(|x| F::get_item(&x[0], &[Ix::slice(Some(1), None, 1), Ix::slice(Some(4), Some(0), -3), Ix::Int(-2)]))
+.expected(|x| {
+    let v = (1..3).flat_map(|i| positions(4, 0, -3).into_iter().map(move |j| (i, j))).map(|(i, j)| x[0][[i, j, 0]]).collect();
+    vec![shaped(&[2, 2], v)]
+}));
+
+const TAKE_IDX: [i64; 4] = [2, 0, 2, -1];
+
+// x[idx, 1:3] with a repeated index: its gradients add.
+kusari::op_tests!(get_item_array => OpTest::new("get_item", uniform(&[4, 3], -1.0, 1.0))
+.forward(|x| {
+    let idx = Array::from_vec(TAKE_IDX.to_vec(), &[4])?;
+    F::get_item(&x[0], &[Ix::Array(&idx), Ix::range(1, 3)])
+})
+.expected(|x| {
+    let v = TAKE_IDX.iter().map(|&i| (i + 4) as usize % 4).flat_map(|r| [x[0][[r, 1]], x[0][[r, 2]]]).collect();
+    vec![shaped(&[4, 2], v)]
+}));
+
+// x[0, :, idx]: the integer and the array stand apart, so the array's axis goes first (NumPy).
+kusari::op_tests!(get_item_array_apart => OpTest::new("get_item", uniform(&[2, 3, 4], -1.0, 1.0))
+.forward(|x| {
+    let idx = Array::from_vec(vec![1i32, 3, 1], &[3])?;
+    F::get_item(&x[0], &[Ix::Int(0), Ix::all(), Ix::Array(&idx)])
+})
+.expected(|x| {
+    let v = [1, 3, 1].into_iter().flat_map(|j| (0..3).map(move |k| x[0][[0, k, j]])).collect();
+    vec![shaped(&[3, 3], v)]
+}));
+
+// x[:, idx] with a 2-D index: its shape replaces the axis.
+kusari::op_tests!(get_item_array_2d => OpTest::new("get_item", uniform(&[2, 5], -1.0, 1.0))
+.forward(|x| {
+    let idx = Array::from_vec(vec![4i64, 0, 0, -2], &[2, 2])?;
+    F::get_item(&x[0], &[Ix::all(), Ix::Array(&idx)])
+})
+.expected(|x| {
+    let v = (0..2).flat_map(|r| [4, 0, 0, 3].map(|c| x[0][[r, c]])).collect();
+    vec![shaped(&[2, 2, 2], v)]
+}));
+
+const EMBED_IDS: [i32; 6] = [3, 0, -1, 3, 4, 3];
+
+kusari::op_tests!(embed_id => OpTest::new("embed_id", |rng, dtype| vec![
+    Array::uniform(&[5, 3], -1.0, 1.0, dtype, rng).unwrap(),
+    Array::from_vec(EMBED_IDS.to_vec(), &[2, 3]).expect("6 ids"),
+])
+.forward(|x| F::embed_id(x[1].array(), &x[0], Some(-1)))
+.expected(|x| {
+    let v = x[1].iter().flat_map(|&id| (0..3).map(move |u| (id, u))).map(|(id, u)| if id < 0.0 { 0.0 } else { x[0][[id as usize, u]] }).collect();
+    vec![shaped(&[2, 3, 3], v)]
+}));
