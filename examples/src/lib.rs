@@ -83,6 +83,11 @@ pub struct GuideTestingOps;
 #[cfg(doctest)]
 pub struct GuideLinksAndTraining;
 
+/// The guide's chapter "Convolutional networks".
+#[doc = include_str!("../../docs/guide/convolutional-networks.md")]
+#[cfg(doctest)]
+pub struct GuideConvolutionalNetworks;
+
 /// The guide's chapter "GPUs".
 #[doc = include_str!("../../docs/guide/gpus.md")]
 #[cfg(doctest)]

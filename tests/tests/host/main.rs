@@ -11,6 +11,7 @@
 //! | `errors` | every user mistake is an `Err` naming the op, the input, the shapes and the dtypes |
 //! | `gradient_check` | finite differences and the gradient checkers |
 //! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
+//! | `cnn` | the network layer's links (convolutions, batch normalization) and the CNN example |
 //! | `nn_layers` | convolution, deconvolution, pooling, batch normalization (`op_tests!` and errors) |
 //! | `macro_ops` | ops declared with `#[function_node]` |
 //! | `macro_forms` | every form `#[function_node]` and `#[derive(Link)]` accept, one module each |
@@ -23,6 +24,7 @@
 
 mod api;
 mod arrays;
+mod cnn;
 mod errors;
 mod functions;
 mod gradient_check;
