@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::launch_plan::{LaunchArgs, Operand, RawArg, source_for};
 use crate::layout::{Layout, checked_size};
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, SoftmaxForm, UnaryOp};
-use crate::window::Window;
+use crate::window::{ConvDims, ConvPass, Window};
 use crate::{DType, Device};
 
 /// An array's buffer on one device. Shared between views through `Arc`.
@@ -433,6 +433,26 @@ impl Storage {
             Storage::Cpu(s) => Storage::Cpu(s.col2im(op, l, w)?),
             Storage::Cuda(s) => Storage::Cuda(s.col2im(op, l, w)?),
         })
+    }
+
+    /// One of a convolution's products of `self` and `rhs` fused, where the device has it (the
+    /// host, float32 and float64: a sample at a time); `None` where the caller composes it.
+    pub(crate) fn conv(
+        &self,
+        op: &'static str,
+        l: &Layout,
+        (rhs, rl): (&Self, &Layout),
+        w: &Window,
+        d: ConvDims,
+        pass: ConvPass,
+    ) -> Result<Option<Self>> {
+        match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => {
+                Ok(a.conv(op, l, (b, rl), w, d, pass)?.map(Storage::Cpu))
+            }
+            (Storage::Cuda(_), Storage::Cuda(_)) => Ok(None),
+            _ => Err(mismatch(op, self, rhs)),
+        }
     }
 
     /// `self @ rhs` for operands shaped `[.., n, k]` and `[.., k, m]` whose batch axes broadcast

@@ -210,6 +210,44 @@ impl Window {
     }
 }
 
+/// The sizes of a convolution: samples, groups, input and output channels per group, kernel
+/// elements, input and output positions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvDims {
+    pub(crate) n: usize,
+    pub(crate) groups: usize,
+    pub(crate) cg: usize,
+    pub(crate) ocg: usize,
+    pub(crate) k: usize,
+    pub(crate) l_in: usize,
+    pub(crate) l_out: usize,
+}
+
+impl ConvDims {
+    pub(crate) fn new(n: usize, c: usize, oc: usize, groups: usize, w: &Window) -> Self {
+        ConvDims {
+            n,
+            groups,
+            cg: c / groups,
+            ocg: oc / groups,
+            k: w.kernel_size(),
+            l_in: w.input_size(),
+            l_out: w.output_size(),
+        }
+    }
+}
+
+/// Which of the three products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ConvPass {
+    /// `(x, W)` → `y`.
+    Forward,
+    /// `(gy, W)` → `gx`: a transposed convolution.
+    BackwardData,
+    /// `(x, gy)` → `gW`.
+    BackwardFilter,
+}
+
 /// `n` spatial axes, checked to be 1 to 3.
 fn check_ndim(op: &'static str, n: usize) -> Result<usize> {
     if (1..=MAX_SPATIAL).contains(&n) {

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{Layout, checked_size};
-use crate::window::Window;
+use crate::window::{ConvDims, ConvPass, Window};
 use crate::{Array, DType};
 
 impl Array {
@@ -57,6 +57,61 @@ impl Array {
         }
         let out = self.storage().col2im(op, self.layout(), w)?;
         Ok(Array::from_storage(out, Layout::contiguous(&shape)))
+    }
+}
+
+impl Array {
+    /// One of a convolution's products with `groups` channel groups over the window `w`:
+    /// `Forward` of `x` `(N, C, in...)` and `W` `(OC, C / groups, k...)` gives `(N, OC,
+    /// out...)`; `BackwardData` of `gy` `(N, OC, out...)` and `W` gives `(N, C, in...)` (a
+    /// transposed convolution); `BackwardFilter` of `x` and `gy` gives `W`'s shape. Shapes are
+    /// the caller's to check. Fused on the host, composed of `im2col`, a batched product and
+    /// `col2im` elsewhere.
+    pub(crate) fn conv(
+        &self,
+        op: &'static str,
+        rhs: &Array,
+        w: &Window,
+        groups: usize,
+        pass: ConvPass,
+    ) -> Result<Array> {
+        let (a, b) = (self.shape(), rhs.shape());
+        let (n, c, oc) = match pass {
+            ConvPass::Forward => (a[0], a[1], b[0]),
+            ConvPass::BackwardData => (a[0], b[1] * groups, b[0]),
+            ConvPass::BackwardFilter => (a[0], a[1], b[1]),
+        };
+        let d = ConvDims::new(n, c, oc, groups, w);
+        let shape: Vec<usize> = match pass {
+            ConvPass::Forward => [&[n, oc][..], &w.output].concat(),
+            ConvPass::BackwardData => [&[n, c][..], &w.input].concat(),
+            ConvPass::BackwardFilter => [&[oc, c / groups][..], &w.ksize].concat(),
+        };
+        checked_size(op, &shape, self.dtype())?;
+        let fused =
+            self.storage()
+                .conv(op, self.layout(), (rhs.storage(), rhs.layout()), w, d, pass)?;
+        if let Some(out) = fused {
+            return Ok(Array::from_storage(out, Layout::contiguous(&shape)));
+        }
+        let g = groups;
+        let ckg = d.cg * d.k;
+        let weight = |wt: &Array| wt.reshape(&[1, g, d.ocg, ckg]);
+        let cols = |x: &Array| x.im2col(op, w, 0.0)?.reshape(&[n, g, ckg, d.l_out]);
+        match pass {
+            ConvPass::Forward => weight(rhs)?.matmul(&cols(self)?)?.reshape(&shape),
+            ConvPass::BackwardData => {
+                let gy = self.reshape(&[n, g, d.ocg, d.l_out])?;
+                let gcols = weight(rhs)?.transpose(Some(&[0, 1, 3, 2]))?.matmul(&gy)?;
+                let cols_shape = [&[n, c][..], &w.ksize, &w.output].concat();
+                gcols.reshape(&cols_shape)?.col2im(op, w)
+            }
+            ConvPass::BackwardFilter => {
+                let gy = rhs.reshape(&[n, g, d.ocg, d.l_out])?;
+                let per_sample = gy.matmul(&cols(self)?.transpose(Some(&[0, 1, 3, 2]))?)?;
+                per_sample.sum_axes(&[0], false)?.reshape(&shape)
+            }
+        }
     }
 }
 

@@ -85,7 +85,7 @@ fn planes<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sy
 
 /// `x` (`planes` planes of the window's input size, C order) as columns:
 /// `[planes, kernel elements, output positions]`, `pad` where a window leaves the input.
-fn im2col_slice<T: NumElement>(x: &[T], w: &Window, pad: T, out: &mut [T]) {
+pub(crate) fn im2col_slice<T: NumElement>(x: &[T], w: &Window, pad: T, out: &mut [T]) {
     let (offsets, [a0, a1, a2]) = kernel_offsets(w);
     let (in_plane, l) = (w.input_size(), w.output_size());
     let (in1, in2) = (a1.input as usize, a2.input as usize);
@@ -118,7 +118,7 @@ fn im2col_slice<T: NumElement>(x: &[T], w: &Window, pad: T, out: &mut [T]) {
 
 /// The adjoint of [`im2col_slice`]: `cols` (`[planes, kernel elements, output positions]`)
 /// summed into planes of the window's input size.
-fn col2im_slice<T: NumElement>(cols: &[T], w: &Window, out: &mut [T]) {
+pub(crate) fn col2im_slice<T: NumElement>(cols: &[T], w: &Window, out: &mut [T]) {
     let (offsets, [a0, a1, a2]) = kernel_offsets(w);
     let (in_plane, l) = (w.input_size(), w.output_size());
     let (in1, in2) = (a1.input as usize, a2.input as usize);

@@ -1,11 +1,13 @@
 //! Convolutions over 1, 2 or 3 spatial axes and their transposes (Chainer's `convolution_nd`,
-//! `convolution_2d`, `deconvolution_nd`, `deconvolution_2d`), built from `im2col`, its adjoint
-//! `col2im` and a batched matrix product, each differentiable, so that gradients of every
-//! order are convolutions again.
+//! `convolution_2d`, `deconvolution_nd`, `deconvolution_2d`): three nodes, the convolution, its
+//! transpose and its weight gradient, each the others' gradients, so that gradients of every
+//! order are convolutions again (Chainer's design). Each is `im2col`, a matrix product and
+//! `col2im` (fused a sample at a time on the host). The differentiable windows `im2col` and
+//! `col2im` themselves serve pooling.
 
-use super::{add, broadcast_to, matmul, reshape, transpose};
+use super::{add, broadcast_to, needed, reshape};
 use crate::error::{Error, Result};
-use crate::window::{Window, WindowArgs};
+use crate::window::{ConvPass, Window, WindowArgs};
 use crate::{Array, Variable, function_node};
 
 /// Per-axis sizes of a window option: one value for every spatial axis (`2`), or one per axis
@@ -180,6 +182,118 @@ pub(crate) fn unwindows(cols: &Variable, op: &'static str, w: &Window) -> Result
     col2im_node(cols, op, w.clone())
 }
 
+/// A convolution without bias, `(x, W)` → `y` (Chainer's `Convolution2DFunction`): its input
+/// gradient is a transposed convolution and its weight gradient a [`ConvFilter`], so every
+/// order of gradient is made of these three nodes.
+struct Conv {
+    op: &'static str,
+    win: Window,
+    groups: usize,
+}
+
+#[function_node(crate = "crate", name = "conv_node")]
+impl Conv {
+    fn new(op: &'static str, win: Window, groups: usize) -> Self {
+        Conv { op, win, groups }
+    }
+
+    #[retain(x, w)]
+    fn forward(&self, x: &Array, w: &Array) -> Result<Array> {
+        x.conv(self.op, w, &self.win, self.groups, ConvPass::Forward)
+    }
+
+    fn backward(
+        &self,
+        x: &Variable,
+        w: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        let (op, win, g) = (self.op, &self.win, self.groups);
+        Ok((
+            needed(needs, 0, || conv_transpose_node(gy, w, op, win.clone(), g))?,
+            needed(needs, 1, || conv_filter_node(x, gy, op, win.clone(), g))?,
+        ))
+    }
+}
+
+/// A transposed convolution without bias, `(x, W)` → `y` with `x` in the convolution's output
+/// space and `y` in its input space (Chainer's `Deconvolution2DFunction`, and a convolution's
+/// input gradient).
+struct ConvTranspose {
+    op: &'static str,
+    win: Window,
+    groups: usize,
+}
+
+#[function_node(crate = "crate", name = "conv_transpose_node")]
+impl ConvTranspose {
+    fn new(op: &'static str, win: Window, groups: usize) -> Self {
+        ConvTranspose { op, win, groups }
+    }
+
+    #[retain(x, w)]
+    fn forward(&self, x: &Array, w: &Array) -> Result<Array> {
+        x.conv(self.op, w, &self.win, self.groups, ConvPass::BackwardData)
+    }
+
+    fn backward(
+        &self,
+        x: &Variable,
+        w: &Variable,
+        gy: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        let (op, win, g) = (self.op, &self.win, self.groups);
+        Ok((
+            needed(needs, 0, || conv_node(gy, w, op, win.clone(), g))?,
+            needed(needs, 1, || conv_filter_node(gy, x, op, win.clone(), g))?,
+        ))
+    }
+}
+
+/// A convolution's weight gradient, `(x, gy)` → `gW`: the products of each sample's windows and
+/// output gradient, summed (Chainer's `Convolution2DGradW`).
+struct ConvFilter {
+    op: &'static str,
+    win: Window,
+    groups: usize,
+}
+
+#[function_node(crate = "crate", name = "conv_filter_node")]
+impl ConvFilter {
+    fn new(op: &'static str, win: Window, groups: usize) -> Self {
+        ConvFilter { op, win, groups }
+    }
+
+    #[retain(x, gy)]
+    fn forward(&self, x: &Array, gy: &Array) -> Result<Array> {
+        x.conv(
+            self.op,
+            gy,
+            &self.win,
+            self.groups,
+            ConvPass::BackwardFilter,
+        )
+    }
+
+    fn backward(
+        &self,
+        x: &Variable,
+        gy: &Variable,
+        ggw: &Variable,
+        needs: &[usize],
+    ) -> Result<(Option<Variable>, Option<Variable>)> {
+        let (op, win, g) = (self.op, &self.win, self.groups);
+        Ok((
+            needed(needs, 0, || {
+                conv_transpose_node(gy, ggw, op, win.clone(), g)
+            })?,
+            needed(needs, 1, || conv_node(x, ggw, op, win.clone(), g))?,
+        ))
+    }
+}
+
 fn shape_error(op: &'static str, msg: String) -> Error {
     Error::Shape { op, msg }
 }
@@ -312,7 +426,7 @@ fn convolution(
                 .into(),
         ));
     }
-    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let c = x.shape()[1];
     let (oc, cg) = (w.shape()[0], w.shape()[1]);
     let g = options.groups;
     check_groups(
@@ -333,15 +447,7 @@ fn convolution(
     }
     let ksize = &w.shape()[2..];
     let win = Window::new(op, &x.shape()[2..], &options.args(ksize), options.cover_all)?;
-    let (k, l) = (win.kernel_size(), win.output_size());
-    // (N, C, k..., out...) → (N, G, C/G · K, L) @ W (G, out_c/G, C/G · K)ᵀ-free form:
-    // W (1, G, out_c/G, C/G · K) @ cols (N, G, C/G · K, L) = (N, G, out_c/G, L).
-    let cols = reshape(&windows(x, op, &win, 0.0)?, &[n, g, cg * k, l])?;
-    let wm = reshape(w, &[1, g, oc / g, cg * k])?;
-    let y = matmul(&wm, &cols)?;
-    let mut shape = vec![n, oc];
-    shape.extend(&win.output);
-    add_bias(op, reshape(&y, &shape)?, b)
+    add_bias(op, conv_node(x, w, op, win, g)?, b)
 }
 
 /// N-dimensional transposed convolution (Chainer's `deconvolution_nd`), the gradient of
@@ -390,8 +496,8 @@ fn deconvolution(
     options: &ConvOptions,
 ) -> Result<Variable> {
     check_operands(op, x, w, spatial)?;
-    let (n, c) = (x.shape()[0], x.shape()[1]);
-    let (wc, ocg) = (w.shape()[0], w.shape()[1]);
+    let c = x.shape()[1];
+    let wc = w.shape()[0];
     let g = options.groups;
     check_groups(
         op,
@@ -416,13 +522,5 @@ fn deconvolution(
         options.cover_all,
         options.outsize.as_deref(),
     )?;
-    let (k, l) = (win.kernel_size(), win.output_size());
-    // W (C, out_c/G, k...) → (1, G, C/G, out_c/G · K)ᵀ @ x (N, G, C/G, L) = (N, G, out_c/G · K, L).
-    let wm = transpose(&reshape(w, &[1, g, c / g, ocg * k])?, Some(&[0, 1, 3, 2]))?;
-    let xm = reshape(x, &[n, g, c / g, l])?;
-    let mut cols_shape = vec![n, g * ocg];
-    cols_shape.extend(&win.ksize);
-    cols_shape.extend(&win.output);
-    let cols = reshape(&matmul(&wm, &xm)?, &cols_shape)?;
-    add_bias(op, unwindows(&cols, op, &win)?, b)
+    add_bias(op, conv_transpose_node(x, w, op, win, g)?, b)
 }
