@@ -339,3 +339,11 @@ impl Reduction {
         }
     }
 }
+
+/// Rows of `S` elements, `(N, P)` of them: row `r` is channel `r % P`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BnDims {
+    pub(crate) n: usize,
+    pub(crate) p: usize,
+    pub(crate) s: usize,
+}

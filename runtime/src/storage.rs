@@ -15,7 +15,9 @@ use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::launch_plan::{LaunchArgs, Operand, RawArg, source_for};
 use crate::layout::{Layout, checked_size};
-use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, SoftmaxForm, UnaryOp};
+use crate::op::{
+    BinaryOp, BnDims, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, SoftmaxForm, UnaryOp,
+};
 use crate::window::{ConvDims, ConvPass, Window};
 use crate::{DType, Device};
 
@@ -453,6 +455,47 @@ impl Storage {
             (Storage::Cuda(_), Storage::Cuda(_)) => Ok(None),
             _ => Err(mismatch(op, self, rhs)),
         }
+    }
+
+    /// Batch normalization of `self` (`(N, P, S)`) per `p`, fused where the device has it (the
+    /// host, float32 and float64): `[y, mean, var, inv_std]`; `None` where the caller composes
+    /// it.
+    pub(crate) fn batch_norm(
+        &self,
+        l: &Layout,
+        (gamma, gl): (&Self, &Layout),
+        (beta, bl): (&Self, &Layout),
+        d: BnDims,
+        eps: f64,
+    ) -> Result<Option<[Self; 4]>> {
+        match (self, gamma, beta) {
+            (Storage::Cpu(x), Storage::Cpu(g), Storage::Cpu(b)) => Ok(x
+                .batch_norm(l, (g, gl), (b, bl), d, eps)?
+                .map(|r| r.map(Storage::Cpu))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The gradients `[gx, ggamma, gbeta]` of [`Storage::batch_norm`] for `gy`, fused where the
+    /// device has it; `None` elsewhere.
+    pub(crate) fn batch_norm_grad(
+        &self,
+        l: &Layout,
+        rest: [(&Self, &Layout); 4],
+        d: BnDims,
+    ) -> Result<Option<[Self; 3]>> {
+        let Storage::Cpu(x) = self else {
+            return Ok(None);
+        };
+        let mut host = Vec::with_capacity(4);
+        for (s, sl) in rest {
+            match s {
+                Storage::Cpu(s) => host.push((s, sl)),
+                Storage::Cuda(_) => return Ok(None),
+            }
+        }
+        let rest = [host[0], host[1], host[2], host[3]];
+        Ok(x.batch_norm_grad(l, rest, d)?.map(|r| r.map(Storage::Cpu)))
     }
 
     /// `self @ rhs` for operands shaped `[.., n, k]` and `[.., k, m]` whose batch axes broadcast

@@ -7,9 +7,9 @@
 
 use rayon::prelude::*;
 
-use super::window::{col2im_slice, im2col_slice};
-use super::{CpuRef, CpuStorage, pool};
-use crate::dtype::{Element, NumElement};
+use super::window::{c_order, col2im_slice, im2col_slice};
+use super::{CpuStorage, pool};
+use crate::dtype::NumElement;
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::window::{ConvDims, ConvPass, Window};
@@ -166,14 +166,6 @@ fn backward_filter<T: NumElement>(x: &[T], gy: &[T], win: &Window, d: ConvDims) 
         )
 }
 
-/// A buffer's elements in C order (a copy when its layout is not).
-fn c_order<T: Element>(r: CpuRef<'_, T>) -> std::borrow::Cow<'_, [T]> {
-    match r.contiguous() {
-        Some(s) => std::borrow::Cow::Borrowed(s),
-        None => std::borrow::Cow::Owned(r.view().iter().cloned().collect()),
-    }
-}
-
 impl CpuStorage {
     /// One of a convolution's products of `self` and `rhs` (float32 and float64; `None` for
     /// other dtypes, which the caller composes), C order.
@@ -188,8 +180,8 @@ impl CpuStorage {
     ) -> Result<Option<Self>> {
         macro_rules! run {
             ($T:ty) => {{
-                let a = c_order(self.typed::<$T>(op, l)?);
-                let b = c_order(rhs.typed::<$T>(op, rl)?);
+                let a = c_order(op, self.typed::<$T>(op, l)?)?;
+                let b = c_order(op, rhs.typed::<$T>(op, rl)?)?;
                 let out = match pass {
                     ConvPass::Forward => {
                         let n = d.n * d.groups * d.ocg * d.l_out;

@@ -2,6 +2,7 @@
 //! in `math/`) and ndarray views.
 //! Its operations (`ops.rs`) take buffers and layouts and return buffers; they never see `Array`.
 
+mod batch_norm;
 mod conv;
 mod elementwise;
 mod index;

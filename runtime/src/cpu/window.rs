@@ -145,12 +145,16 @@ pub(crate) fn col2im_slice<T: NumElement>(cols: &[T], w: &Window, out: &mut [T])
     });
 }
 
-/// A buffer's elements in C order: the buffer itself when it is, else a copy.
-fn c_order<T: crate::Element>(r: CpuRef<'_, T>) -> Cow<'_, [T]> {
-    match r.contiguous() {
+/// A buffer's elements in C order: the buffer itself when it is, else a copy (by the
+/// elementwise engine, threads and all: a broadcast gradient is the common case).
+pub(crate) fn c_order<'a, T: crate::Element>(
+    op: &'static str,
+    r: CpuRef<'a, T>,
+) -> Result<Cow<'a, [T]>> {
+    Ok(match r.contiguous() {
         Some(s) => Cow::Borrowed(s),
-        None => Cow::Owned(r.view().iter().cloned().collect()),
-    }
+        None => Cow::Owned(super::map1(op, r, |x| x)?),
+    })
 }
 
 impl CpuStorage {
@@ -165,7 +169,7 @@ impl CpuStorage {
     ) -> Result<Self> {
         let planes = l.size() / w.input_size().max(1);
         with_float_dtype!(self.dtype(), T => {
-            let x = c_order(self.typed::<T>(op, l)?);
+            let x = c_order(op, self.typed::<T>(op, l)?)?;
             let n = planes * w.kernel_size() * w.output_size();
             let mut out = pool::alloc::<T>(op, n)?;
             out.resize(n, <T as num_traits::Zero>::zero());
@@ -179,7 +183,7 @@ impl CpuStorage {
     pub(crate) fn col2im(&self, op: &'static str, l: &Layout, w: &Window) -> Result<Self> {
         let planes = l.size() / (w.kernel_size() * w.output_size()).max(1);
         with_float_dtype!(self.dtype(), T => {
-            let cols = c_order(self.typed::<T>(op, l)?);
+            let cols = c_order(op, self.typed::<T>(op, l)?)?;
             let n = planes * w.input_size();
             let mut out = pool::alloc::<T>(op, n)?;
             out.resize(n, <T as num_traits::Zero>::zero());

@@ -255,7 +255,7 @@ fn average_pooling(
         false,
     )?;
     let mean = match options.pad_value {
-        Some(v) if v == 0.0 => mul_scalar(&sums, 1.0 / k as f64)?,
+        Some(0.0) => mul_scalar(&sums, 1.0 / k as f64)?,
         None => {
             // Each window's count of input elements: the windows of ones, summed.
             let ones = Array::ones(&x.shape()[2..], x.dtype())?
