@@ -135,9 +135,16 @@ pub(crate) fn col2im_slice<T: NumElement>(cols: &[T], w: &Window, out: &mut [T])
                     let row = &mut dst[(i0 * in1 + i1) * in2..];
                     let c = &col[(o0 * a1.output + o1) * a2.output..];
                     let first = r2.start as isize * a2.stride + off[2];
-                    for (j, o2) in r2.clone().enumerate() {
-                        let i2 = (first + j as isize * a2.stride) as usize;
-                        row[i2] = row[i2].plus(c[o2]);
+                    if a2.stride == 1 {
+                        let (n, f) = (r2.len(), first as usize);
+                        for (r, &v) in row[f..f + n].iter_mut().zip(&c[r2.start..r2.start + n]) {
+                            *r = r.plus(v);
+                        }
+                    } else {
+                        for (j, o2) in r2.clone().enumerate() {
+                            let i2 = (first + j as isize * a2.stride) as usize;
+                            row[i2] = row[i2].plus(c[o2]);
+                        }
                     }
                 }
             }
