@@ -5,12 +5,14 @@
 //! its running averages.
 
 use kusari::functions::{ConvOptions, PoolOptions};
-use kusari::link::optimizers::{Adam, Optimizer};
+use kusari::link::optimizers::Adam;
 use kusari::link::{BatchNormalization, Convolution2D, Linear};
 use kusari::prelude::*;
-use kusari::{config, random};
+use kusari::random;
 
-use crate::{Digits, shuffled};
+use crate::Digits;
+pub use crate::classify::accuracy;
+use crate::classify::{Classifier, fit};
 
 /// Convolution, batch normalization, ReLU, 2×2 max pooling.
 #[derive(Link)]
@@ -76,53 +78,25 @@ const SEED: u64 = 0;
 
 /// Trains a fresh model on `device` on 80% of the digits, calling `on_epoch` with each epoch's
 /// mean loss, and returns the losses and the accuracy on the other 20%.
-pub fn train(
-    epochs: usize,
-    device: Device,
-    mut on_epoch: impl FnMut(f32),
-) -> Result<(Vec<f32>, f64)> {
+pub fn train(epochs: usize, device: Device, on_epoch: impl FnMut(f32)) -> Result<(Vec<f32>, f64)> {
     let (train, test) = Digits::load()?.split(0.2, SEED);
     random::seed(SEED);
     let model = Cnn::new(CHANNELS)?;
     model.to_device(device)?;
     let mut optimizer = Adam::new().alpha(0.002);
     let mut rng = Rng::seed(SEED);
-    let mut losses = Vec::with_capacity(epochs);
-    for _ in 0..epochs {
-        let mut total = 0.0;
-        for batch in shuffled(train.len(), &mut rng).chunks(BATCH_SIZE) {
-            let (x, t) = train.batch(batch)?;
-            let x = Variable::constant(x.to_device(device)?);
-            let loss = F::softmax_cross_entropy(&model.forward(&x)?, &t)?;
-            model.cleargrads();
-            loss.backward()?;
-            optimizer.update(&model)?;
-            total += loss.array().item::<f32>()? * batch.len() as f32;
-        }
-        let mean = total / train.len() as f32;
-        on_epoch(mean);
-        losses.push(mean);
-    }
+    let losses = fit(
+        &model,
+        &mut optimizer,
+        (&train, BATCH_SIZE),
+        (epochs, device, &mut rng),
+        on_epoch,
+    )?;
     Ok((losses, accuracy(&model, &test, device)?))
 }
 
-/// The fraction of `data` whose highest class score is its label, in test mode (batch
-/// normalization with its running averages), recording no graph.
-pub fn accuracy(model: &Cnn, data: &Digits, device: Device) -> Result<f64> {
-    let _eval = config::using_config(config::Config {
-        train: false,
-        enable_backprop: false,
-        ..config::current()
-    });
-    let (x, _) = data.batch(&(0..data.len()).collect::<Vec<_>>())?;
-    let scores = model.forward(&Variable::constant(x.to_device(device)?))?;
-    let scores = scores.array().to_vec::<f32>()?;
-    let predicted = scores
-        .chunks(Digits::CLASSES)
-        .map(|row| (0..row.len()).fold(0, |best, c| if row[c] > row[best] { c } else { best }));
-    let correct = predicted
-        .zip(&data.labels)
-        .filter(|&(p, &t)| p as i32 == t)
-        .count();
-    Ok(correct as f64 / data.len() as f64)
+impl Classifier for Cnn {
+    fn scores(&self, x: &Variable) -> Result<Variable> {
+        self.forward(x)
+    }
 }

@@ -24,6 +24,7 @@
 
 use kusari::{Device, Result};
 
+pub mod classify;
 pub mod cnn_digits;
 pub mod dropout_train_test;
 pub mod expadd;
