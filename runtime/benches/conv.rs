@@ -6,7 +6,9 @@
 //!   backprop off, and forward + `sum` + backward (gradients of `x`, `W` and `b`).
 //! - `batch_norm/fwdbwd`: `batch_normalization` of a float32 `(32, 64, 32, 32)` input,
 //!   forward + `sum` of `y · c` (a fixed array, so that the gradient is not constant) +
-//!   backward; `batch_norm/copy` copies the same array once, the memory-bandwidth yardstick
+//!   backward (as the PyTorch side does); `batch_norm/fwdbwd_alone` is batch normalization's
+//!   forward and the gradients for a given output gradient alone; `batch_norm/copy` copies the
+//!   same array once, the memory-bandwidth yardstick
 //!   (the bound of batch normalization's minimum traffic is a few such copies: see the note in
 //!   `conv_peers.py`).
 //! - `max_pooling/fwdbwd`: 2×2 max pooling of the same input, forward + backward.
@@ -77,6 +79,17 @@ fn batch_norm(c: &mut Criterion) {
             let y = F::batch_normalization(&x, &gamma, &beta, 2e-5).unwrap();
             F::sum(&(&y * &cst).unwrap()).unwrap().backward().unwrap();
             black_box(x.grad_array());
+        });
+    });
+    // Batch normalization alone: forward, then the gradients of x, gamma and beta for a given
+    // output gradient, nothing else (the traffic the bound counts).
+    let gy = Variable::constant(uniform(&[32, 64, 32, 32], 9));
+    g.bench_function("fwdbwd_alone", |bench| {
+        let x = Variable::new(x.clone());
+        bench.iter(|| {
+            let y = F::batch_normalization(&x, &gamma, &beta, 2e-5).unwrap();
+            let inputs = [&x, &gamma, &beta];
+            black_box(grad(&[&y], &inputs, &[&gy], GradOptions::default()).unwrap());
         });
     });
     g.bench_function("copy", |bench| {
