@@ -24,29 +24,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
+
+from ops_peers import median_seconds  # the same criterion-style batches, beside this file
 
 SHAPE = (32, 64, 32, 32)
-
-
-def median_seconds(f, samples=10, target=0.2):
-    """The median time of one call of `f` over `samples` batches, after a warm-up."""
-    for _ in range(2):
-        f()
-    t = time.perf_counter()
-    f()
-    once = max(time.perf_counter() - t, 1e-7)
-    reps = max(1, int(target / once))
-    times = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        for _ in range(reps):
-            f()
-        times.append((time.perf_counter() - t) / reps)
-    return statistics.median(times)
+# Each call of these layers takes milliseconds: batches of about 0.2 s.
+TARGET = 0.2
 
 
 def torch_times(threads):
@@ -58,7 +43,7 @@ def torch_times(threads):
     F = torch.nn.functional
     out = {}
     with torch.no_grad():
-        out["conv/fwd"] = median_seconds(lambda: F.conv2d(x, w, b, padding=1))
+        out["conv/fwd"] = median_seconds(lambda: F.conv2d(x, w, b, padding=1), target=TARGET)
     xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
 
     def conv_step():
@@ -66,7 +51,7 @@ def torch_times(threads):
             t.grad = None
         F.conv2d(xg, wg, bg, padding=1).sum().backward()
 
-    out["conv/fwdbwd"] = median_seconds(conv_step)
+    out["conv/fwdbwd"] = median_seconds(conv_step, target=TARGET)
     c = u(*SHAPE)
     gamma, beta = u(64).requires_grad_(), u(64).requires_grad_()
 
@@ -75,14 +60,14 @@ def torch_times(threads):
             t.grad = None
         (F.batch_norm(xg, None, None, gamma, beta, training=True, eps=2e-5) * c).sum().backward()
 
-    out["batch_norm/fwdbwd"] = median_seconds(bn_step)
-    out["batch_norm/copy"] = median_seconds(lambda: x * 1.0)
+    out["batch_norm/fwdbwd"] = median_seconds(bn_step, target=TARGET)
+    out["batch_norm/copy"] = median_seconds(lambda: x * 1.0, target=TARGET)
 
     def pool_step():
         xg.grad = None
         F.max_pool2d(xg, 2).sum().backward()
 
-    out["max_pooling/fwdbwd"] = median_seconds(pool_step)
+    out["max_pooling/fwdbwd"] = median_seconds(pool_step, target=TARGET)
     return torch.__version__, out
 
 
