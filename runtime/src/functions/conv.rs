@@ -298,6 +298,26 @@ fn shape_error(op: &'static str, msg: String) -> Error {
     Error::Shape { op, msg }
 }
 
+/// The spatial axes of `x` (`(N, C, spatial...)`, at least 3 axes), checked to be `spatial`
+/// when a form fixes their count (the `_2d` functions).
+pub(super) fn check_spatial(
+    op: &'static str,
+    x: &Variable,
+    spatial: Option<usize>,
+) -> Result<usize> {
+    let n = x.ndim() - 2;
+    match spatial {
+        Some(s) if s != n => Err(shape_error(
+            op,
+            format!(
+                "x {:?} has {n} spatial axes; {op} takes {s} (use the _nd form)",
+                x.shape()
+            ),
+        )),
+        _ => Ok(n),
+    }
+}
+
 /// The spatial axes of `x` (`(N, C, spatial...)`), checked against the weight's.
 fn check_operands(
     op: &'static str,
@@ -316,18 +336,7 @@ fn check_operands(
             ),
         ));
     }
-    let n = x.ndim() - 2;
-    if let Some(s) = spatial
-        && s != n
-    {
-        return Err(shape_error(
-            op,
-            format!(
-                "x {:?} has {n} spatial axes; {op} takes {s} (use the _nd form)",
-                x.shape()
-            ),
-        ));
-    }
+    let n = check_spatial(op, x, spatial)?;
     if x.dtype() != w.dtype() {
         return Err(Error::DTypeMismatch {
             op,

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::conv::{Dims, unwindows, windows};
+use super::conv::{Dims, check_spatial, unwindows, windows};
 use super::{apply1, div, mul_scalar, only, reshape, sum_axes, where_};
 use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, ForwardContext, FunctionNode};
@@ -81,18 +81,7 @@ impl PoolOptions {
                 msg: format!("x {:?} must be (N, C, spatial...)", x.shape()),
             });
         }
-        let n = x.ndim() - 2;
-        if let Some(s) = spatial
-            && s != n
-        {
-            return Err(Error::Shape {
-                op,
-                msg: format!(
-                    "x {:?} has {n} spatial axes; {op} takes {s} (use the _nd form)",
-                    x.shape()
-                ),
-            });
-        }
+        check_spatial(op, x, spatial)?;
         if !x.dtype().is_float() {
             return Err(crate::op::unsupported(
                 op,
