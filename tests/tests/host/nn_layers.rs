@@ -356,6 +356,15 @@ kusari::op_tests!(batch_normalization => OpTest::new(
 .forward(|v| F::batch_normalization(&v[0], &v[1], &v[2], 2e-5))
 .expected(|x| vec![bn_ref(&x[0], &x[1], &x[2], 2e-5)]));
 
+// Rows of 300 elements: the fused host path's float32 sums run whole blocks of 256, lanes of 16
+// and a tail of 12 one at a time.
+kusari::op_tests!(batch_normalization_long_rows => OpTest::new(
+    "batch_normalization (rows of 300)",
+    uniforms(&[&[3, 2, 20, 15], &[2], &[2]]),
+)
+.forward(|v| F::batch_normalization(&v[0], &v[1], &v[2], 2e-5))
+.expected(|x| vec![bn_ref(&x[0], &x[1], &x[2], 2e-5)]));
+
 // (N, C) input: statistics over the batch axis only.
 kusari::op_tests!(batch_normalization_2d_input => OpTest::new(
     "batch_normalization ((N, C))",
