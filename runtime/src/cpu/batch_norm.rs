@@ -30,64 +30,42 @@ const LANES: usize = 16;
 const BLOCK: usize = 256;
 
 /// One channel's rows of an `(N, P, S)` array.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Rows<'a, T> {
     x: &'a [T],
     d: BnDims,
     c: usize,
-    i: usize,
-}
-
-impl<'a, T> Iterator for Rows<'a, T> {
-    type Item = &'a [T];
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<&'a [T]> {
-        let Self { x, d, c, i } = *self;
-        (i < d.n).then(|| {
-            self.i += 1;
-            &x[(i * d.p + c) * d.s..][..d.s]
-        })
-    }
-}
-
-/// Asks the CPU to bring `s` into its cache: a channel's rows are pieces far apart, where the
-/// hardware's prefetchers, which follow one stream within a page, start late on each.
-#[inline(always)]
-fn prefetch<T>(s: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in (0..std::mem::size_of_val(s)).step_by(64) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: the address is within `s`; a prefetch never faults or changes memory.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().cast::<i8>().add(line)) };
-    }
-}
-
-/// How many rows ahead of the one being summed [`prefetch`] asks for.
-const AHEAD: usize = 1;
-
-/// [`prefetch`] for writing.
-#[inline(always)]
-fn prefetch_mut<T>(s: &mut [MaybeUninit<T>]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in (0..std::mem::size_of_val(s)).step_by(64) {
-        use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
-        // SAFETY: the address is within `s`; a prefetch never faults or changes memory.
-        unsafe { _mm_prefetch::<_MM_HINT_ET0>(s.as_ptr().cast::<i8>().add(line)) };
-    }
 }
 
 impl<'a, T> Rows<'a, T> {
-    /// Row `i` of the channel.
+    /// The channel's row `i` (of `N`).
     #[inline(always)]
-    fn x_row(&self, i: usize) -> &'a [T] {
+    fn row(self, i: usize) -> &'a [T] {
         &self.x[(i * self.d.p + self.c) * self.d.s..][..self.d.s]
     }
 }
 
 /// Channel `c`'s rows of `x`.
 fn rows<T>(x: &[T], d: BnDims, c: usize) -> Rows<'_, T> {
-    Rows { x, d, c, i: 0 }
+    Rows { x, d, c }
+}
+
+/// How many rows ahead of the one being summed [`prefetch`] asks for.
+const AHEAD: usize = 1;
+
+/// Asks the CPU to bring `s` into its cache, a row to be read or written soon: a channel's
+/// rows are pieces far apart, where the hardware's prefetchers, which follow one stream within
+/// a page, start late on each. (A hint for writing, `prefetchw`, would need a CPU feature the
+/// kernels are not compiled for; this is the plain `prefetcht0`.)
+#[inline(always)]
+fn prefetch<U>(s: &[U]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..std::mem::size_of_val(s)).step_by(64) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = s.as_ptr().cast::<i8>().wrapping_add(line);
+        // SAFETY: the address is within `s`; a prefetch never faults or changes memory.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+    }
 }
 
 /// The rows of `out` grouped by channel, for writing a channel at a time across threads.
@@ -278,8 +256,10 @@ mod avx2 {
 }
 
 /// Runs the channel kernel `$body` (a function of `$args`) compiled for AVX2 and FMA where the
-/// CPU has them, else as it is; the results are the same bits either way (Rust never contracts
-/// `a * b + c` into a fused multiply-add).
+/// CPU has them, else as it is (Rust never contracts `a * b + c` into a fused multiply-add, so
+/// only [`row_sums`], which picks its own float32 AVX2 kernel, may differ in the last bits, both
+/// within the module's bound). Not `elementwise::wide`: the closure it takes was
+/// left uninlined here, so the kernel ran without AVX2 (perf showed it).
 macro_rules! dispatch {
     ($body:ident <$T:ident> ($($arg:ident: $ty:ty),*) -> $ret:ty) => {{
         #[cfg(target_arch = "x86_64")]
@@ -309,17 +289,18 @@ fn forward_channel<'a, T: NumElement>(
 #[inline(always)]
 fn forward_body<'a, T: NumElement>(
     xs: Rows<'a, T>,
-    ys: Vec<&mut [MaybeUninit<T>]>,
+    mut ys: Vec<&mut [MaybeUninit<T>]>,
     (gamma, beta): (T, T),
     m: f64,
     eps: f64,
 ) -> (f64, f64, f64) {
+    let n = xs.d.n;
     let mut sum = 0.0;
-    let mut ahead = xs.clone().skip(AHEAD);
-    for r in xs.clone() {
-        if let Some(next) = ahead.next() {
-            prefetch(next);
+    for i in 0..n {
+        if i + AHEAD < n {
+            prefetch(xs.row(i + AHEAD));
         }
+        let r = xs.row(i);
         sum += row_sums::<T, SUM>(r, r, T::default())[0];
     }
     let mean = sum / m;
@@ -327,7 +308,8 @@ fn forward_body<'a, T: NumElement>(
     // Σ (x - mean)² = Σ (x - mt)² - m (mean - mt)².
     let mt = T::from_f64(mean);
     let mut sq = 0.0;
-    for r in xs.clone() {
+    for i in 0..n {
+        let r = xs.row(i);
         sq += row_sums::<T, SQUARES>(r, r, mt)[0];
     }
     let shift = mean - mt.to_f64();
@@ -338,13 +320,11 @@ fn forward_body<'a, T: NumElement>(
         T::from_f64(scale),
         T::from_f64(beta.to_f64() - mean * scale),
     );
-    let mut ys = ys;
     for i in 0..ys.len() {
-        if let Some(next) = ys.get_mut(i + 1) {
-            prefetch_mut(next);
+        if let Some(next) = ys.get(i + 1) {
+            prefetch(next);
         }
-        let (out, xr) = (&mut *ys[i], xs.x_row(i));
-        for (o, &v) in out.iter_mut().zip(xr) {
+        for (o, &v) in ys[i].iter_mut().zip(xs.row(i)) {
             o.write(v * scale + shift);
         }
     }
@@ -390,18 +370,18 @@ fn backward_channel<'a, T: NumElement>(
 fn backward_body<'a, T: NumElement>(
     xs: Rows<'a, T>,
     gys: Rows<'a, T>,
-    gxs: Vec<&mut [MaybeUninit<T>]>,
+    mut gxs: Vec<&mut [MaybeUninit<T>]>,
     (gamma, mu, is): (T, T, T),
     m: f64,
 ) -> (f64, f64) {
+    let n = xs.d.n;
     let (mut g, mut gh) = (0.0, 0.0);
-    let mut ahead = xs.clone().zip(gys.clone()).skip(AHEAD);
-    for (xr, gr) in xs.clone().zip(gys.clone()) {
-        if let Some((nx, ng)) = ahead.next() {
-            prefetch(nx);
-            prefetch(ng);
+    for i in 0..n {
+        if i + AHEAD < n {
+            prefetch(xs.row(i + AHEAD));
+            prefetch(gys.row(i + AHEAD));
         }
-        let [dg, dgh] = row_sums::<T, GRAD_SUMS>(xr, gr, mu);
+        let [dg, dgh] = row_sums::<T, GRAD_SUMS>(xs.row(i), gys.row(i), mu);
         g += dg;
         gh += dgh;
     }
@@ -412,13 +392,11 @@ fn backward_body<'a, T: NumElement>(
     let b = -k * is64 * gh / m;
     let e = -k * g / m - b * mu.to_f64();
     let (k, b, e) = (T::from_f64(k), T::from_f64(b), T::from_f64(e));
-    let mut gxs = gxs;
     for i in 0..gxs.len() {
-        if let Some(next) = gxs.get_mut(i + 1) {
-            prefetch_mut(next);
+        if let Some(next) = gxs.get(i + 1) {
+            prefetch(next);
         }
-        let (out, xr, gr) = (&mut *gxs[i], xs.x_row(i), gys.x_row(i));
-        for ((o, &v), &dy) in out.iter_mut().zip(xr).zip(gr) {
+        for ((o, &v), &dy) in gxs[i].iter_mut().zip(xs.row(i)).zip(gys.row(i)) {
             o.write(k * dy + (b * v + e));
         }
     }
@@ -453,6 +431,7 @@ fn backward<T: NumElement>(
         sums.iter().map(|s| T::from_f64(s.0)).collect(),
     ]
 }
+
 impl CpuStorage {
     /// Batch normalization of `x` (`self`, C order `(N, P, S)`) with `gamma` and `beta` of `P`
     /// elements (C order): `[y, mean, var, inv_std]`, float32 and float64; `None` for the other
