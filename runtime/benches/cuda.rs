@@ -1,17 +1,30 @@
-//! The CUDA backend, timed in four groups:
+//! The CUDA backend, timed in five groups:
 //!
 //! - `cuda_bandwidth`: the fused MulAdd on 16M float32 elements (`Array::mul_add` and the
 //!   `#[function_node]` op's kernel launched with `ElementwiseKernel::launch`) against a copy
 //!   kernel (`out = a`) over the same elements, as effective bandwidth: MulAdd moves 16 bytes an
-//!   element (reads x, y, z, writes w), the copy 8. Each iteration waits for the device.
+//!   element (reads x, y, z, writes w), the copy 8. Each is timed back to back (N launches, then
+//!   one wait for the device, divided by N), as the device's throughput: a wait per launch would
+//!   add the host's round trip (about 10 µs on an H100, a fifth of a 16M-element sum) to every
+//!   kernel. `cuda_peers.py` times its peers the same way.
 //! - `cuda_reduction`: the built-in `sum` (a reduction kernel) over the same 16M float32
 //!   elements: all of them (split across blocks, then a second pass), each row of a 4096×4096
 //!   view (a block per row) and each column (over the leading axis: a block per 8 columns, a
 //!   warp reading 8 consecutive columns at 4 rows, no transposed copy), as effective bandwidth
-//!   of the 4 bytes an element each reads; the summary compares it with the copy's.
+//!   of the 4 bytes an element each reads, timed back to back like the bandwidth; the summary
+//!   compares it with the copy's.
 //!   `benches/cuda_peers.py` times the same work in PyTorch and CuPy on the same GPU.
 //! - `cuda_launch`: host time per launch with every cache warm, for a 3×2 MulAdd: N launches
-//!   without waiting, then one `synchronize`, divided by N.
+//!   without waiting, then one `synchronize`, divided by N. A second summary line takes a
+//!   launch apart: an empty `RawKernel` launched (the driver's launch and kusari's checks),
+//!   MulAdd's kernel into a given output (no allocation), a fresh 3×2 array of zeros on the
+//!   device (an allocation, a memset and a free), and a `synchronize` of an idle device.
+//! - `cuda_nn`: the neural-network layer of `benches/conv.rs` on the GPU: `convolution_2d` of a
+//!   float32 `(32, 64, 32, 32)` input with a `(64, 64, 3, 3)` weight and a bias, pad 1, forward
+//!   (backprop off) and forward + `sum` + backward; `batch_normalization` of the same input,
+//!   forward + `sum(y · c)` + backward; 2×2 max pooling, forward + `sum` + backward. Each
+//!   iteration waits for the device; the forward is checked against the host's first.
+//!   `benches/cuda_peers.py` times the same layer in PyTorch (cuDNN).
 //! - `nvrtc_compile`: compiling MulAdd's kernel through the binary cache: cold (an empty cache
 //!   directory each time), a disk hit (a new cache over a warm directory) and a memory hit. It
 //!   needs NVRTC but no GPU, so it runs wherever `libnvrtc` loads.
@@ -28,8 +41,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use kusari::functions::{ConvOptions, PoolOptions};
 use kusari::prelude::*;
-use kusari::{ElementwiseKernel, cuda};
+use kusari::{ElementwiseKernel, KernelArg, RawKernel, cuda};
 use kusari_kernels::cache::BinaryCache;
 use kusari_kernels::compile::{compile_binary_cached, nvrtc_available, nvrtc_version, target_for};
 
@@ -114,19 +128,20 @@ fn bench_bandwidth(c: &mut Criterion) {
     let copy = || COPY.launch(&[&x], &[]).expect("copy").remove(0);
     let mut group = c.benchmark_group("cuda_bandwidth");
     group.throughput(Throughput::Bytes(16 * ELEMENTS as u64));
-    group.bench_function("array_mul_add_16M_f32", |b| b.iter(synced(&array_op)));
-    group.bench_function("kernel_launch_mul_add_16M_f32", |b| b.iter(synced(&muladd)));
+    group.bench_function("array_mul_add_16M_f32", |b| {
+        b.iter_custom(|n| launches_then_sync(n, array_op))
+    });
+    group.bench_function("kernel_launch_mul_add_16M_f32", |b| {
+        b.iter_custom(|n| launches_then_sync(n, muladd))
+    });
     group.throughput(Throughput::Bytes(8 * ELEMENTS as u64));
-    group.bench_function("copy_kernel_16M_f32", |b| b.iter(synced(&copy)));
+    group.bench_function("copy_kernel_16M_f32", |b| {
+        b.iter_custom(|n| launches_then_sync(n, copy))
+    });
     group.finish();
 
-    let time = |f: &dyn Fn() -> Array| {
-        median(21, || {
-            let t = Instant::now();
-            synced(f)();
-            t.elapsed()
-        })
-    };
+    // Back to back: 20 launches, one wait, divided by 20 (the median of 11).
+    let time = |f: &dyn Fn() -> Array| median(11, || launches_then_sync(20, f) / 20);
     let (t_muladd, t_copy) = (time(&muladd), time(&copy));
     let name = cuda::properties(0).map(|p| p.0).unwrap_or_default();
     let (bw_muladd, bw_copy) = (
@@ -175,9 +190,15 @@ fn bench_reductions(
 
     let mut group = c.benchmark_group("cuda_reduction");
     group.throughput(Throughput::Bytes(4 * ELEMENTS as u64));
-    group.bench_function("sum_all_16M_f32", |b| b.iter(synced(&all)));
-    group.bench_function("sum_rows_4096x4096_f32", |b| b.iter(synced(&rows)));
-    group.bench_function("sum_columns_4096x4096_f32", |b| b.iter(synced(&cols)));
+    group.bench_function("sum_all_16M_f32", |b| {
+        b.iter_custom(|n| launches_then_sync(n, all))
+    });
+    group.bench_function("sum_rows_4096x4096_f32", |b| {
+        b.iter_custom(|n| launches_then_sync(n, rows))
+    });
+    group.bench_function("sum_columns_4096x4096_f32", |b| {
+        b.iter_custom(|n| launches_then_sync(n, cols))
+    });
     group.finish();
 
     let summary: Vec<String> = [
@@ -253,6 +274,127 @@ fn bench_launch(c: &mut Criterion) {
         per_call(&|| drop(array_op())),
         per_call(&|| drop(launch())),
         per_call(&|| drop(apply())),
+    );
+
+    // Where a launch's time goes.
+    let nop = RawKernel::new("extern \"C\" __global__ void nop(float* p) {}", "nop")
+        .expect("the empty kernel");
+    let raw = || nop.launch(1, 32, &[KernelArg::Array(&x)]).expect("nop");
+    let w = Array::zeros_on(&[3, 2], DType::F32, GPU).expect("an output");
+    let into = || {
+        kernel
+            .call()
+            .args(&[&x, &y, &z])
+            .out(&w)
+            .run()
+            .expect("launch into w")
+    };
+    let zeros = || Array::zeros_on(&[3, 2], DType::F32, GPU).expect("zeros");
+    launches_then_sync(10, || (raw(), into(), zeros()));
+    let sync = median(11, || {
+        let t = Instant::now();
+        for _ in 0..1000 {
+            cuda::synchronize(GPU).expect("synchronize");
+        }
+        t.elapsed() / 1000
+    });
+    println!(
+        "summary cuda_launch_parts: host time per call, warm: empty RawKernel {:?}, \
+         MulAdd kernel into a given output {:?}, Array::zeros_on 3x2 (allocate, memset, free) \
+         {:?}, synchronize when idle {sync:?}",
+        per_call(&|| raw()),
+        per_call(&|| drop(into())),
+        per_call(&|| drop(zeros())),
+    );
+}
+
+/// The layer of `benches/conv.rs` on the GPU; see the module's doc.
+fn bench_nn(c: &mut Criterion) {
+    if gpu_missing() {
+        return;
+    }
+    let shape = [32, 64, 32, 32];
+    let host_x = Array::uniform(&shape, -1.0, 1.0, DType::F32, &mut Rng::seed(1)).expect("x");
+    let host_w =
+        Array::uniform(&[64, 64, 3, 3], -0.05, 0.05, DType::F32, &mut Rng::seed(2)).expect("W");
+    let host_b = Array::uniform(&[64], -1.0, 1.0, DType::F32, &mut Rng::seed(3)).expect("b");
+    let on_gpu = |a: &Array| a.to_device(GPU).expect("copy to the device");
+    let (x, w, b) = (on_gpu(&host_x), on_gpu(&host_w), on_gpu(&host_b));
+    let o = ConvOptions::default().pad(1);
+
+    // The GPU's forward against the host's before anything is timed.
+    {
+        let _off = kusari::config::no_backprop_mode();
+        let conv = |x: &Array, w: &Array, b: &Array| {
+            let [x, w, b] = [x, w, b].map(|a| Variable::constant(a.clone()));
+            let y = F::convolution_2d(&x, &w, Some(&b), &o).expect("convolution_2d");
+            y.array().to_vec::<f32>().expect("to host")
+        };
+        let (gpu, host) = (conv(&x, &w, &b), conv(&host_x, &host_w, &host_b));
+        let worst = gpu
+            .iter()
+            .zip(&host)
+            .map(|(g, h)| (g - h).abs())
+            .fold(0.0, f32::max);
+        assert!(worst <= 1e-4, "convolution_2d on the GPU is off by {worst}");
+    }
+
+    let fwd = || {
+        let _off = kusari::config::no_backprop_mode();
+        let [x, w, b] = [&x, &w, &b].map(|a| Variable::constant(a.clone()));
+        let y = F::convolution_2d(&x, &w, Some(&b), &o).expect("convolution_2d");
+        y.array().clone()
+    };
+    let [vx, vw, vb] = [&x, &w, &b].map(|a| Variable::new(a.clone()));
+    let fwdbwd = || {
+        for v in [&vx, &vw, &vb] {
+            v.cleargrad();
+        }
+        let y = F::convolution_2d(&vx, &vw, Some(&vb), &o).expect("convolution_2d");
+        F::sum(&y).expect("sum").backward().expect("backward");
+        vw.grad_array().expect("W's gradient")
+    };
+    let cst = Variable::constant(uniform_on(&shape, 5, GPU));
+    let gamma = Variable::new(uniform_on(&[64], 6, GPU));
+    let beta = Variable::new(uniform_on(&[64], 7, GPU));
+    let bn = || {
+        for v in [&vx, &gamma, &beta] {
+            v.cleargrad();
+        }
+        let y = F::batch_normalization(&vx, &gamma, &beta, 2e-5).expect("batch_normalization");
+        let y = (&y * &cst).expect("y * c");
+        F::sum(&y).expect("sum").backward().expect("backward");
+        vx.grad_array().expect("x's gradient")
+    };
+    let pool = || {
+        vx.cleargrad();
+        let y = F::max_pooling_2d(&vx, &PoolOptions::new(2)).expect("max_pooling_2d");
+        F::sum(&y).expect("sum").backward().expect("backward");
+        vx.grad_array().expect("x's gradient")
+    };
+
+    let mut group = c.benchmark_group("cuda_nn");
+    group.bench_function("conv_fwd", |b| b.iter(synced(&fwd)));
+    group.bench_function("conv_fwdbwd", |b| b.iter(synced(&fwdbwd)));
+    group.bench_function("batch_norm_fwdbwd", |b| b.iter(synced(&bn)));
+    group.bench_function("max_pooling_fwdbwd", |b| b.iter(synced(&pool)));
+    group.finish();
+
+    let time = |f: &dyn Fn() -> Array| {
+        synced(f)();
+        median(21, || {
+            let t = Instant::now();
+            synced(f)();
+            t.elapsed()
+        })
+    };
+    println!(
+        "summary cuda_nn (float32 32x64x32x32; conv 64->64 3x3 pad 1 with bias): conv fwd {:?}, \
+         conv fwdbwd {:?}, batch_norm fwdbwd {:?}, max_pooling fwdbwd {:?}",
+        time(&fwd),
+        time(&fwdbwd),
+        time(&bn),
+        time(&pool),
     );
 }
 
@@ -359,5 +501,11 @@ fn bench_compile(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_bandwidth, bench_launch, bench_compile);
+criterion_group!(
+    benches,
+    bench_bandwidth,
+    bench_launch,
+    bench_nn,
+    bench_compile
+);
 criterion_main!(benches);

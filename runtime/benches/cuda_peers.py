@@ -3,13 +3,22 @@
 Each figure is measured the way cuda.rs measures kusari's:
 
 - bandwidth: a fused MulAdd (w = x * y + z) over 16M float32 elements (16 bytes an element)
-  and a copy (8 bytes an element), the median of 21 synchronized runs;
+  and a copy (8 bytes an element), back to back: 20 calls, then one synchronize, divided by 20
+  (the median of 11), the device's throughput;
 - reduction: the sum of the same 16M float32 elements, all of them, each row and each column
-  of a 4096x4096 view (4 bytes an element), as a share of the copy's bandwidth;
+  of a 4096x4096 view (4 bytes an element), timed the same way, as a share of the copy's
+  bandwidth;
 - launch: host time per 3x2 MulAdd with every cache warm: 10,000 calls without waiting, then
   one synchronize, divided by 10,000 (median of 11). For PyTorch: `torch.addcmul` (one fused
   kernel) and the autograd op `x * y + z` on tensors that require grad (the analogue of a
   FunctionNode apply); for CuPy: an `ElementwiseKernel` with MulAdd's body.
+
+- nn: the layer of `benches/conv.rs` (cuda.rs's `cuda_nn` group): a float32 (32, 64, 32, 32)
+  input, `conv2d` with a (64, 64, 3, 3) weight and a bias, pad 1, forward (no_grad) and
+  forward + sum + backward; `batch_norm` (training, eps 2e-5) forward + sum(y * c) + backward;
+  2x2 max pooling forward + sum + backward; in PyTorch (cuDNN), the median of 21 synchronized
+  runs. The convolutions are timed twice: with PyTorch's default (cuDNN may use TF32) and with
+  TF32 off (float32 arithmetic throughout, as kusari's).
 
 Results are checked against float64 host sums before anything is timed. A peer that is not
 installed is reported as missing; the script needs a CUDA GPU.
@@ -36,6 +45,11 @@ def median_time(f, sync, reps=21):
         sync()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def back_to_back(f, sync, n=20, reps=11):
+    """Seconds per call of `f` launched `n` times without waiting, then synchronized."""
+    return per_call(f, sync, n=n, reps=reps)
 
 
 def per_call(f, sync, n=10_000, reps=11):
@@ -93,12 +107,12 @@ def torch_peer():
     assert torch.allclose(w, x * y + z, atol=1e-6)
     m = x.view(SIDE, SIDE)
     check_sums(x.sum().item(), m.sum(1).cpu().numpy(), m.sum(0).cpu().numpy(), x.cpu().numpy())
-    t_muladd = median_time(lambda: torch.addcmul(z, x, y), sync)
-    t_copy = median_time(lambda: x.clone(), sync)
+    t_muladd = back_to_back(lambda: torch.addcmul(z, x, y), sync)
+    t_copy = back_to_back(lambda: x.clone(), sync)
     sums = [
-        ("all", median_time(lambda: x.sum(), sync)),
-        ("rows", median_time(lambda: m.sum(1), sync)),
-        ("columns", median_time(lambda: m.sum(0), sync)),
+        ("all", back_to_back(lambda: x.sum(), sync)),
+        ("rows", back_to_back(lambda: m.sum(1), sync)),
+        ("columns", back_to_back(lambda: m.sum(0), sync)),
     ]
     a, b, c = (torch.rand(3, 2, device=dev) for _ in range(3))
     va, vb, vc = (t.clone().requires_grad_() for t in (a, b, c))
@@ -107,6 +121,62 @@ def torch_peer():
         ("autograd x*y+z", per_call(lambda: va * vb + vc, sync)),
     ]
     report(f"PyTorch {torch.__version__} ({torch.cuda.get_device_name(0)})", t_muladd, t_copy, sums, launches)
+
+
+def torch_nn_peer():
+    import torch
+    import torch.nn.functional as tf
+
+    dev = torch.device("cuda")
+    sync = torch.cuda.synchronize
+    g = torch.Generator(device=dev).manual_seed(1)
+    shape = (32, 64, 32, 32)
+
+    def uniform(*s, scale=1.0):
+        return (torch.rand(*s, device=dev, generator=g) * 2 - 1) * scale
+
+    x = uniform(*shape).requires_grad_()
+    w = uniform(64, 64, 3, 3, scale=0.05).requires_grad_()
+    b = uniform(64).requires_grad_()
+    c = uniform(*shape)
+    gamma, beta = uniform(64).requires_grad_(), uniform(64).requires_grad_()
+    # The forward against float64 on the same device before anything is timed.
+    with torch.no_grad():
+        y = tf.conv2d(x, w, b, padding=1)
+        y64 = tf.conv2d(x.double(), w.double(), b.double(), padding=1)
+        assert float((y.double() - y64).abs().max()) <= 1e-2
+
+    def fwd():
+        with torch.no_grad():
+            return tf.conv2d(x, w, b, padding=1)
+
+    def fwdbwd():
+        for v in (x, w, b):
+            v.grad = None
+        tf.conv2d(x, w, b, padding=1).sum().backward()
+
+    def bn():
+        for v in (x, gamma, beta):
+            v.grad = None
+        y = tf.batch_norm(x, None, None, gamma, beta, training=True, eps=2e-5)
+        (y * c).sum().backward()
+
+    def pool():
+        x.grad = None
+        tf.max_pool2d(x, 2).sum().backward()
+
+    times = [(what, median_time(f, sync)) for what, f in
+             (("conv fwd", fwd), ("conv fwdbwd", fwdbwd), ("batch_norm fwdbwd", bn),
+              ("max_pooling fwdbwd", pool))]
+    tf32 = "TF32 on" if torch.backends.cudnn.allow_tf32 else "TF32 off"
+    print(f"peer PyTorch {torch.__version__} nn (cuDNN {torch.backends.cudnn.version()}, "
+          f"convolutions {tf32}): " + ", ".join(f"{what} {t * 1e6:.0f} us" for what, t in times))
+    # The same with TF32 off for convolutions: float32 arithmetic throughout, as kusari does.
+    torch.backends.cudnn.allow_tf32 = False
+    times = [(what, median_time(f, sync)) for what, f in (("conv fwd", fwd), ("conv fwdbwd", fwdbwd))]
+    torch.backends.cudnn.allow_tf32 = True
+    print(f"peer PyTorch {torch.__version__} nn (convolutions TF32 off): " +
+          ", ".join(f"{what} {t * 1e6:.0f} us" for what, t in times))
 
 
 def cupy_peer():
@@ -120,12 +190,12 @@ def cupy_peer():
     assert bool(cp.allclose(muladd(x, y, z), x * y + z, atol=1e-6))
     m = x.reshape(SIDE, SIDE)
     check_sums(float(x.sum()), cp.asnumpy(m.sum(1)), cp.asnumpy(m.sum(0)), cp.asnumpy(x))
-    t_muladd = median_time(lambda: muladd(x, y, z), sync)
-    t_copy = median_time(lambda: copy(x), sync)
+    t_muladd = back_to_back(lambda: muladd(x, y, z), sync)
+    t_copy = back_to_back(lambda: copy(x), sync)
     sums = [
-        ("all", median_time(lambda: x.sum(), sync)),
-        ("rows", median_time(lambda: m.sum(1), sync)),
-        ("columns", median_time(lambda: m.sum(0), sync)),
+        ("all", back_to_back(lambda: x.sum(), sync)),
+        ("rows", back_to_back(lambda: m.sum(1), sync)),
+        ("columns", back_to_back(lambda: m.sum(0), sync)),
     ]
     a, b, c = (rng.random((3, 2), dtype=cp.float32) for _ in range(3))
     launches = [("ElementwiseKernel", per_call(lambda: muladd(a, b, c), sync))]
@@ -134,7 +204,7 @@ def cupy_peer():
 
 def main():
     ok = True
-    for name, peer in (("PyTorch", torch_peer), ("CuPy", cupy_peer)):
+    for name, peer in (("PyTorch", torch_peer), ("PyTorch nn", torch_nn_peer), ("CuPy", cupy_peer)):
         try:
             peer()
         except ImportError as e:

@@ -343,6 +343,7 @@ fn forward<T: NumElement>(
 ) -> [Vec<T>; 3] {
     let m = (d.n * d.s).max(1) as f64;
     let spare = &mut y.spare_capacity_mut()[..x.len()];
+    super::threads::start();
     let stats: Vec<(f64, f64, f64)> = channel_rows(spare, d)
         .into_par_iter()
         .enumerate()
@@ -416,6 +417,7 @@ fn backward<T: NumElement>(
 ) -> [Vec<T>; 2] {
     let m = (d.n * d.s).max(1) as f64;
     let spare = &mut gx.spare_capacity_mut()[..x.len()];
+    super::threads::start();
     let sums: Vec<(f64, f64)> = channel_rows(spare, d)
         .into_par_iter()
         .enumerate()

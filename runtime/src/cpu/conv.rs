@@ -67,7 +67,7 @@ fn gemm_into<T: NumElement>(
 /// Inside each sample's task the product runs on one thread when there are enough samples to
 /// keep every thread busy, else across threads.
 fn inner_threads(samples: usize) -> gemm::Parallelism {
-    match samples >= rayon::current_num_threads() {
+    match samples >= super::threads::count() {
         true => gemm::Parallelism::None,
         false => gemm::Parallelism::Rayon(0),
     }
@@ -152,7 +152,7 @@ fn backward_filter<T: NumElement>(x: &[T], gy: &[T], win: &Window, d: ConvDims) 
         }
         gw
     };
-    let parts = rayon::current_num_threads().min(d.n).max(1);
+    let parts = super::threads::count().min(d.n).max(1);
     let chunk = d.n.div_ceil(parts);
     (0..parts)
         .into_par_iter()

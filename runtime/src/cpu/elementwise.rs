@@ -79,6 +79,7 @@ fn collect_chunks<O: Element>(
     let mut out: Vec<O> = super::pool::alloc(op, n)?;
     let spare = &mut out.spare_capacity_mut()[..n];
     if n >= par_min {
+        super::threads::start();
         spare
             .par_chunks_mut(CHUNK)
             .enumerate()

@@ -52,10 +52,11 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
         return Ok(out);
     }
     let float = [TypeId::of::<f32>(), TypeId::of::<f64>()].contains(&TypeId::of::<T>());
+    let parallel = n.saturating_mul(k).saturating_mul(m) >= PAR_MIN_FLOPS;
     if float {
-        reserve_workspace::<T>(op, n, k, m)?;
+        reserve_workspace::<T>(op, (n, k, m), parallel)?;
     }
-    let parallelism = match n.saturating_mul(k).saturating_mul(m) >= PAR_MIN_FLOPS {
+    let parallelism = match parallel {
         true => gemm::Parallelism::Rayon(0),
         false => gemm::Parallelism::None,
     };
@@ -103,13 +104,20 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
 
 /// Fails with `OutOfMemory` unless the allocator can give an upper bound of the workspace
 /// `gemm` allocates for an n×k · k×m product of `T`: packed copies of both operands and one
-/// L2-cache-sized slab per thread ([`super::pool::probe_host_bytes`]: one allocation, none for
-/// small products).
-fn reserve_workspace<T>(op: &'static str, n: usize, k: usize, m: usize) -> Result<()> {
+/// L2-cache-sized slab per thread that runs it, every thread of the pool when `parallel`, else
+/// the caller's ([`super::pool::probe_host_bytes`]: one allocation, none for small products).
+/// (Counting every thread for a product that runs on one asked 64 MiB for a 16×32 · 32×16
+/// product, which an address-space limit refused.)
+fn reserve_workspace<T>(
+    op: &'static str,
+    (n, k, m): (usize, usize, usize),
+    parallel: bool,
+) -> Result<()> {
     let elements = k.saturating_mul(n.saturating_add(m));
+    let threads = if parallel { super::threads::count() } else { 1 };
     let slabs = gemm_common::cache::CACHE_INFO[1]
         .cache_bytes
-        .saturating_mul(rayon::current_num_threads() + 1);
+        .saturating_mul(threads + 1);
     let bytes = elements
         .saturating_mul(std::mem::size_of::<T>())
         .saturating_add(slabs);

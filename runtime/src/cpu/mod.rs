@@ -13,6 +13,7 @@ pub(crate) mod pool;
 mod reduce;
 mod softmax;
 mod storage;
+pub(crate) mod threads;
 mod window;
 
 pub(crate) use elementwise::{PAR_MIN, map_slices, map1, map1_from, zip2, zip3};

@@ -307,6 +307,9 @@ fn reduce_middle<T: NumElement, F: Fold<T>>(
     let mut out: Vec<T> = super::pool::alloc(op, outer * inner)?;
     out.resize(outer * inner, F::identity());
     let big = s.len() >= PAR_MIN;
+    if big {
+        super::threads::start();
+    }
     if inner == 1 {
         if outer == 1 {
             // One long row: blocks across the threads, their results pairwise.
@@ -332,19 +335,19 @@ fn reduce_middle<T: NumElement, F: Fold<T>>(
         return Ok(out);
     }
     let plane = len * inner;
-    if big && outer < 2 * rayon::current_num_threads() {
+    if big && outer < 2 * super::threads::count() {
         // Few output rows: each is split across the threads, by columns where the rows are wide
         // (every thread folds all rows of its columns) and by rows where they are not (partial
         // rows, combined at the end).
         for (o, p) in out.chunks_mut(inner).zip(s.chunks(plane)) {
             if inner >= 4 * 1024 {
-                let cols = inner.div_ceil(rayon::current_num_threads() * 4).max(LANES);
+                let cols = inner.div_ceil(super::threads::count() * 4).max(LANES);
                 o.par_chunks_mut(cols).enumerate().for_each(|(j, oc)| {
                     let w = oc.len();
                     Kernels::<T, F>::fold_rows(&p[j * cols..], len, inner, w, oc)
                 });
             } else {
-                let parts_n = rayon::current_num_threads() * 4;
+                let parts_n = super::threads::count() * 4;
                 let rows_per = len.div_ceil(parts_n).max(1);
                 let parts: Vec<Vec<T>> = p
                     .par_chunks(rows_per * inner)
@@ -383,7 +386,7 @@ fn reduce_middle<T: NumElement, F: Fold<T>>(
 /// Elements per thread's part of one long reduction: the input split in about four parts per
 /// thread, each a whole number of blocks.
 fn split_len(n: usize) -> usize {
-    let parts = rayon::current_num_threads().max(1) * 4;
+    let parts = super::threads::count().max(1) * 4;
     n.div_ceil(parts).div_ceil(BLOCK).max(1) * BLOCK
 }
 

@@ -165,6 +165,7 @@ pub(crate) fn rows<T: SoftmaxFloat>(x: &[T], len: usize, form: Form, out: &mut [
         }
     };
     if x.len() >= split::<T>(2.0) {
+        super::threads::start();
         x.par_chunks(len)
             .zip(out.par_chunks_mut(len))
             .with_min_len((16 * 1024 / len.max(1)).max(1))
@@ -204,6 +205,7 @@ pub(crate) fn cross_entropy_grad<T: SoftmaxFloat>(
         o[t as usize] = o[t as usize].sub(scale);
     };
     if x.len() >= split::<T>(2.0) {
+        super::threads::start();
         x.par_chunks(len)
             .zip(out.par_chunks_mut(len))
             .zip(labels.par_iter())
@@ -234,6 +236,7 @@ pub(crate) fn cross_entropy<T: SoftmaxFloat>(x: &[T], len: usize, labels: &[i64]
         m.add(s.ln()).sub(row[t as usize])
     };
     if x.len() >= split::<T>(1.5) {
+        super::threads::start();
         x.par_chunks(len)
             .zip(labels.par_iter())
             .with_min_len((16 * 1024 / len.max(1)).max(1))
@@ -290,6 +293,7 @@ pub(crate) fn grad_rows<T: SoftmaxFloat>(
         Form::LogSoftmax => 1.2,
     };
     if y.len() >= split::<T>(per_element) {
+        super::threads::start();
         y.par_chunks(len)
             .zip(gy.par_chunks(len))
             .zip(out.par_chunks_mut(len))

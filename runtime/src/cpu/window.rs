@@ -75,6 +75,7 @@ fn planes<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sy
         return;
     }
     if out.len() >= PAR_MIN_ELEMENTS && out.len() / chunk > 1 {
+        super::threads::start();
         out.par_chunks_mut(chunk)
             .enumerate()
             .for_each(|(p, o)| f(p, o));

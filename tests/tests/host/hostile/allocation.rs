@@ -128,3 +128,40 @@ fn child_matmul_under_memory_limit() {
     let c = a.matmul(&b).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(c, vec![k as f32; 64]);
 }
+
+/// rayon starts its global pool with `RAYON_NUM_THREADS` threads, else one per CPU, and panics
+/// for good if one cannot start: on a 16-CPU machine under a 1 GiB address-space limit the
+/// first matrix product panicked with "The global thread pool has not been initialized". kusari
+/// starts the pool itself with as many threads as start. Here 1000 threads' stacks (2 MiB each)
+/// cannot fit under 1 GiB, as 16 did not there.
+#[test]
+fn more_threads_than_the_address_space_holds_is_not_a_panic() {
+    let (status, text) = kusari_tests::run_test_in_child(
+        "hostile::allocation::child_many_threads_under_memory_limit",
+        "ulimit -v 1048576;",
+        |cmd| {
+            cmd.env("RAYON_NUM_THREADS", "1000");
+        },
+    );
+    assert!(
+        status.success() && text.contains("1 passed"),
+        "the child failed ({status}):\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "run by more_threads_than_the_address_space_holds_is_not_a_panic in a limited child"]
+fn child_many_threads_under_memory_limit() {
+    // Work split across threads: a sum, an elementwise product, a matrix product too small
+    // for a workspace (a larger one may rightly be refused its workspace here: the threads that
+    // did start hold much of the 1 GiB).
+    let n = 1 << 20;
+    let x = Array::ones(&[n], DType::F32).unwrap();
+    assert_eq!(x.sum().unwrap().to_vec::<f32>().unwrap(), vec![n as f32]);
+    let y = x.mul(&x).unwrap().to_vec::<f32>().unwrap();
+    assert!(y.len() == n && y.iter().all(|&v| v == 1.0));
+    let a = Array::ones(&[16, 32], DType::F32).unwrap();
+    let b = Array::ones(&[32, 16], DType::F32).unwrap();
+    let c = a.matmul(&b).unwrap().to_vec::<f32>().unwrap();
+    assert!(c.len() == 256 && c.iter().all(|&v| v == 32.0));
+}

@@ -317,7 +317,7 @@ impl Kernel {
         // SAFETY: forwarded contract.
         unsafe { self.check_params(ordinal, params, sizes) }?;
         let blocks = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
-        let workers = rayon::current_num_threads().clamp(1, 64) as u64;
+        let workers = crate::cpu::threads::count().clamp(1, 64) as u64;
         let chunks = workers.min(blocks);
         let per = blocks.div_ceil(chunks);
         let shared = Params(params.as_mut_ptr());
