@@ -40,7 +40,10 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BatchSize, BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main,
+};
 use kusari::functions::{ConvOptions, PoolOptions};
 use kusari::prelude::*;
 use kusari::{ElementwiseKernel, KernelArg, RawKernel, cuda};
@@ -128,16 +131,10 @@ fn bench_bandwidth(c: &mut Criterion) {
     let copy = || COPY.launch(&[&x], &[]).expect("copy").remove(0);
     let mut group = c.benchmark_group("cuda_bandwidth");
     group.throughput(Throughput::Bytes(16 * ELEMENTS as u64));
-    group.bench_function("array_mul_add_16M_f32", |b| {
-        b.iter_custom(|n| launches_then_sync(n, array_op))
-    });
-    group.bench_function("kernel_launch_mul_add_16M_f32", |b| {
-        b.iter_custom(|n| launches_then_sync(n, muladd))
-    });
+    back_to_back(&mut group, "array_mul_add_16M_f32", array_op);
+    back_to_back(&mut group, "kernel_launch_mul_add_16M_f32", muladd);
     group.throughput(Throughput::Bytes(8 * ELEMENTS as u64));
-    group.bench_function("copy_kernel_16M_f32", |b| {
-        b.iter_custom(|n| launches_then_sync(n, copy))
-    });
+    back_to_back(&mut group, "copy_kernel_16M_f32", copy);
     group.finish();
 
     // Back to back: 20 launches, one wait, divided by 20 (the median of 11).
@@ -190,15 +187,9 @@ fn bench_reductions(
 
     let mut group = c.benchmark_group("cuda_reduction");
     group.throughput(Throughput::Bytes(4 * ELEMENTS as u64));
-    group.bench_function("sum_all_16M_f32", |b| {
-        b.iter_custom(|n| launches_then_sync(n, all))
-    });
-    group.bench_function("sum_rows_4096x4096_f32", |b| {
-        b.iter_custom(|n| launches_then_sync(n, rows))
-    });
-    group.bench_function("sum_columns_4096x4096_f32", |b| {
-        b.iter_custom(|n| launches_then_sync(n, cols))
-    });
+    back_to_back(&mut group, "sum_all_16M_f32", all);
+    back_to_back(&mut group, "sum_rows_4096x4096_f32", rows);
+    back_to_back(&mut group, "sum_columns_4096x4096_f32", cols);
     group.finish();
 
     let summary: Vec<String> = [
@@ -220,6 +211,12 @@ fn bench_reductions(
         "summary cuda_reduction: sum of 16M f32: {}",
         summary.join(", ")
     );
+}
+
+/// Registers `f` in `group`, timed by [`launches_then_sync`]: criterion's iterations launched
+/// back to back, then one wait.
+fn back_to_back<T>(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, f: impl Fn() -> T + Copy) {
+    group.bench_function(name, |b| b.iter_custom(|n| launches_then_sync(n, f)));
 }
 
 /// `iters` calls of `f` without waiting, then one wait for the device: the host's time per call
@@ -247,15 +244,9 @@ fn bench_launch(c: &mut Criterion) {
     let before = cuda::kernel_stats();
 
     let mut group = c.benchmark_group("cuda_launch");
-    group.bench_function("array_mul_add_3x2", |b| {
-        b.iter_custom(|n| launches_then_sync(n, array_op))
-    });
-    group.bench_function("kernel_launch_3x2", |b| {
-        b.iter_custom(|n| launches_then_sync(n, launch))
-    });
-    group.bench_function("function_node_apply_3x2", |b| {
-        b.iter_custom(|n| launches_then_sync(n, apply))
-    });
+    back_to_back(&mut group, "array_mul_add_3x2", array_op);
+    back_to_back(&mut group, "kernel_launch_3x2", launch);
+    back_to_back(&mut group, "function_node_apply_3x2", apply);
     group.finish();
 
     let after = cuda::kernel_stats();
@@ -314,10 +305,11 @@ fn bench_nn(c: &mut Criterion) {
         return;
     }
     let shape = [32, 64, 32, 32];
-    let host_x = Array::uniform(&shape, -1.0, 1.0, DType::F32, &mut Rng::seed(1)).expect("x");
-    let host_w =
-        Array::uniform(&[64, 64, 3, 3], -0.05, 0.05, DType::F32, &mut Rng::seed(2)).expect("W");
-    let host_b = Array::uniform(&[64], -1.0, 1.0, DType::F32, &mut Rng::seed(3)).expect("b");
+    let host_x = uniform_on(&shape, 1, Device::Cpu);
+    let host_w = uniform_on(&[64, 64, 3, 3], 2, Device::Cpu)
+        .mul_scalar(0.05)
+        .expect("W");
+    let host_b = uniform_on(&[64], 3, Device::Cpu);
     let on_gpu = |a: &Array| a.to_device(GPU).expect("copy to the device");
     let (x, w, b) = (on_gpu(&host_x), on_gpu(&host_w), on_gpu(&host_b));
     let o = ConvOptions::default().pad(1);

@@ -23,9 +23,18 @@ mod shapes;
 /// limit of `limit_kib` KiB when given, and fails if the child does not pass. A child that
 /// aborts or crashes fails here with its output.
 pub(crate) fn run_child(name: &str, limit_kib: Option<u64>) {
+    run_child_with(name, limit_kib, |_| {});
+}
+
+/// [`run_child`] with the child's command set up further by `configure` (its environment).
+pub(crate) fn run_child_with(
+    name: &str,
+    limit_kib: Option<u64>,
+    configure: impl FnOnce(&mut std::process::Command),
+) {
     let limit = limit_kib.map_or(String::new(), |k| format!("ulimit -v {k};"));
     let (status, text) =
-        kusari_tests::run_test_in_child(&format!("hostile::{name}"), &limit, |_| {});
+        kusari_tests::run_test_in_child(&format!("hostile::{name}"), &limit, configure);
     assert!(
         status.success() && text.contains("1 passed"),
         "child {name} failed ({status}):\n{text}"
