@@ -271,13 +271,35 @@ fn check_characters(body: &str) -> Result<(), BodyError> {
 /// docs). Returns the first problem found.
 pub fn check_body(body: &str) -> Result<(), BodyError> {
     check_characters(body)?;
-    Lexer {
-        body,
-        b: body.as_bytes(),
-        i: 0,
-        open: Vec::new(),
+    Lexer::new(body).run().map(|_| ())
+}
+
+/// The body as the kernel's loop gets it: with a `;` after its last token when that token is
+/// not one, as CuPy's `ElementwiseKernel` writes `${operation};` (so that `"z = x - y"`
+/// compiles). The `;` goes right after the token, before any comment that ends the body and on
+/// the same line, so that the lines the compiler reports stay the user's; a body that ends
+/// with `;` (or has no token: blank, comments, `#pragma` lines) is returned unchanged. A `;`
+/// after a closing brace is an empty statement, so that `if (a) { w = 1; }` is still one
+/// statement. A body that fails [`check_body`] is returned unchanged too (the check reports it).
+///
+/// ```
+/// use kusari_kernels::body::terminated;
+/// assert_eq!(terminated("z = (x - y) * (x - y)"), "z = (x - y) * (x - y);");
+/// assert_eq!(terminated("z = x; // done"), "z = x; // done");
+/// assert_eq!(terminated("z = x // the difference\n"), "z = x; // the difference\n");
+/// assert_eq!(terminated("if (x > 0) { z = x; }"), "if (x > 0) { z = x; };");
+/// ```
+pub fn terminated(body: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    if check_characters(body).is_err() {
+        return Cow::Borrowed(body);
     }
-    .run()
+    match Lexer::new(body).run() {
+        Ok(Some(last)) if &body[last.clone()] != ";" => {
+            Cow::Owned(format!("{};{}", &body[..last.end], &body[last.end..]))
+        }
+        _ => Cow::Borrowed(body),
+    }
 }
 
 struct Lexer<'a> {
@@ -288,7 +310,16 @@ struct Lexer<'a> {
     open: Vec<(u8, Range<usize>)>,
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
+    fn new(body: &'a str) -> Self {
+        Lexer {
+            body,
+            b: body.as_bytes(),
+            i: 0,
+            open: Vec::new(),
+        }
+    }
+
     fn at(&self, k: usize) -> Option<u8> {
         self.b.get(self.i + k).copied()
     }
@@ -297,7 +328,9 @@ impl Lexer<'_> {
         BodyError::new(self.body, span, problem)
     }
 
-    fn run(mut self) -> Result<(), BodyError> {
+    /// Lexes the whole body: the span of its last token outside directives and comments.
+    fn run(mut self) -> Result<Option<Range<usize>>, BodyError> {
+        let mut last = None;
         // Only blanks and comments so far on this line: a `#` starts a directive.
         let mut line_start = true;
         // Inside a `#pragma` line: brackets there are not code.
@@ -353,6 +386,9 @@ impl Lexer<'_> {
                     }
                 }
             }
+            if !in_pragma {
+                last = Some(start..self.i);
+            }
         }
         match self.open.pop() {
             Some((_, span)) => Err(self.error(
@@ -361,7 +397,7 @@ impl Lexer<'_> {
                     open: self.body[span].to_string(),
                 },
             )),
-            None => Ok(()),
+            None => Ok(last),
         }
     }
 
@@ -566,6 +602,40 @@ impl Lexer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_last_semicolon_is_added_after_the_last_token() {
+        let cases = [
+            ("z = x - y", "z = x - y;"),
+            ("z = x - y;", "z = x - y;"),
+            ("z = x - y;  \n", "z = x - y;  \n"),
+            (
+                "a = 1;\nz = a // c; not code\n",
+                "a = 1;\nz = a; // c; not code\n",
+            ),
+            ("z = x /* ; */", "z = x; /* ; */"),
+            ("z = s[\";\"]", "z = s[\";\"];"),
+            ("z = c == ';'", "z = c == ';';"),
+            ("if (x) { z = 1; }", "if (x) { z = 1; };"),
+            ("z = x\n#pragma unroll\n", "z = x;\n#pragma unroll\n"),
+            ("done:", "done:;"),
+            ("", ""),
+            ("  // only a comment\n", "  // only a comment\n"),
+            ("#pragma unroll", "#pragma unroll"),
+            // Refused bodies are left for the check to report.
+            ("z = (x", "z = (x"),
+            ("z = x \\\n + y", "z = x \\\n + y"),
+        ];
+        for (body, want) in cases {
+            assert_eq!(terminated(body), want, "{body:?}");
+            // Lines stay where they were.
+            assert_eq!(
+                terminated(body).lines().count(),
+                body.lines().count(),
+                "{body:?}"
+            );
+        }
+    }
 
     /// Bodies that must pass: what real kernels write, and brackets hidden where the compiler
     /// does not see them either.

@@ -352,37 +352,89 @@ impl ElementwiseDef {
         Ok(())
     }
 
-    /// An error unless the loop's size is known one way, as CuPy's `size` argument works: from
-    /// the non-`raw` inputs (broadcast together), or from `size` when every array input of
-    /// `sig` (this kernel's) is `raw`. Then `i` runs over `0..size` and `n` is `size`.
+    /// An error unless the loop's size is decided one way, as CuPy decides it from the
+    /// arguments of a call: by the arrays given for non-`raw` parameters (`arrays_in[k]`: an
+    /// array, not a scalar, was given for input `k` of `sig`, this kernel's; `arrays_out[k]`:
+    /// an array was given for output `k`, empty when the outputs are allocated), broadcast
+    /// together, or else by `size` (then `i` runs over `0..size` and `n` is `size`). Both is
+    /// CuPy's "Specified 'size' can be used only if all of the ndarray are 'raw'", neither its
+    /// "Loop size is undecided"; each error names the arguments involved. A scalar given for a
+    /// non-`raw` input decides nothing: it is broadcast over the loop.
     ///
     /// ```
     /// use kusari_kernels::ElementwiseDef;
-    /// let k = ElementwiseDef::new("k", "raw T a", "T y", "", "y = a[n - 1 - i];");
+    /// let k = ElementwiseDef::new("k", "raw T a, T c", "T y", "", "y = a[n - 1 - i] + c;");
     /// let sig = k.signature().unwrap();
-    /// assert!(k.check_loop_size(&sig, Some(4)).is_ok());
-    /// let e = k.check_loop_size(&sig, None).unwrap_err().to_string();
-    /// assert!(e.contains("every array input is raw"), "{e}");
+    /// // An array for `c` decides the size; a scalar for it does not.
+    /// assert!(k.check_loop_size_for(&sig, None, &[true, true], &[]).is_ok());
+    /// assert!(k.check_loop_size_for(&sig, Some(4), &[true, false], &[]).is_ok());
+    /// let e = k.check_loop_size_for(&sig, None, &[true, false], &[]).unwrap_err().to_string();
+    /// assert!(e.contains("the loop's size is undecided"), "{e}");
+    /// let e = k.check_loop_size_for(&sig, Some(4), &[true, true], &[]).unwrap_err().to_string();
+    /// assert!(e.contains("a size (4) is given, but input `c` is given an array"), "{e}");
     /// ```
+    pub fn check_loop_size_for(
+        &self,
+        sig: &ElementwiseSignature,
+        size: Option<usize>,
+        arrays_in: &[bool],
+        arrays_out: &[bool],
+    ) -> Result<(), ArgumentError> {
+        let deciding: Vec<String> = (sig.inputs.iter().zip(arrays_in))
+            .map(|(p, &a)| ("input", p, a))
+            .chain(
+                sig.outputs
+                    .iter()
+                    .zip(arrays_out)
+                    .map(|(p, &a)| ("output", p, a)),
+            )
+            .filter(|&(_, p, array)| array && !p.raw)
+            .map(|(what, p, _)| format!("{what} `{}`", p.name))
+            .collect();
+        match (size, deciding.is_empty()) {
+            (Some(size), false) => Err(self.mismatch(format!(
+                "a size ({size}) is given, but {} {} given an array, which decides the loop's \
+                 size: a size is only for a launch whose arrays are all raw (as CuPy's \
+                 \"Specified 'size' can be used only if all of the ndarray are 'raw'\")",
+                list(&deciding),
+                if deciding.len() == 1 { "is" } else { "are" }
+            ))),
+            (None, true) => {
+                let scalars: Vec<String> = (sig.inputs.iter().zip(arrays_in))
+                    .filter(|&(p, &a)| !p.raw && !a)
+                    .map(|(p, _)| format!("`{}`", p.name))
+                    .collect();
+                let why = if scalars.is_empty() {
+                    "every array argument is raw (or there is none)".to_string()
+                } else {
+                    format!(
+                        "no non-raw argument is given an array ({} {} given a scalar, which is \
+                         broadcast over the loop and decides nothing)",
+                        list(&scalars),
+                        if scalars.len() == 1 { "is" } else { "are" }
+                    )
+                };
+                Err(self.mismatch(format!(
+                    "the loop's size is undecided: {why}; give it as the launch's size \
+                     (ElementwiseKernel::launch_sized, or call().size(n))"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The check of [`check_loop_size_for`](Self::check_loop_size_for) as if an array were
+    /// given for every input and no output: from the signature, not from the arguments.
+    #[deprecated(
+        since = "0.2.0",
+        note = "CuPy decides the loop's size from the arguments given: use check_loop_size_for"
+    )]
     pub fn check_loop_size(
         &self,
         sig: &ElementwiseSignature,
         size: Option<usize>,
     ) -> Result<(), ArgumentError> {
-        let looped = sig.inputs.iter().find(|p| !p.raw);
-        match (looped, size) {
-            (Some(p), Some(size)) => Err(self.mismatch(format!(
-                "a size ({size}) is given, but input `{}` is not raw: the loop's size comes from \
-                 the non-raw inputs (a size is for kernels whose array inputs are all raw)",
-                p.name
-            ))),
-            (None, None) => Err(self.mismatch(
-                "every array input is raw (or there is none), so the loop's size is unknown: \
-                 give it as the launch's size (ElementwiseKernel::launch_sized)"
-                    .to_string(),
-            )),
-            _ => Ok(()),
-        }
+        self.check_loop_size_for(sig, size, &vec![true; sig.inputs.len()], &[])
     }
 
     fn mismatch(&self, msg: String) -> ArgumentError {
@@ -390,6 +442,15 @@ impl ElementwiseDef {
             kernel: self.name,
             msg,
         }
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
 
@@ -521,30 +582,52 @@ mod tests {
     }
 
     #[test]
-    fn a_size_is_given_exactly_when_every_array_input_is_raw() {
+    fn the_loop_size_is_decided_by_the_arrays_given_as_in_cupy() {
         let raw = ElementwiseDef::new("r", "raw T a, raw T b", "T y", "", "y = a[i] + b[i];");
         let sig = raw.signature().unwrap();
-        assert!(raw.check_loop_size(&sig, Some(0)).is_ok());
-        let e = raw.check_loop_size(&sig, None).unwrap_err().to_string();
+        let check = |k: &ElementwiseDef, sig, size, i: &[bool], o: &[bool]| {
+            k.check_loop_size_for(sig, size, i, o)
+                .map_err(|e| e.to_string())
+        };
+        assert!(check(&raw, &sig, Some(0), &[true, true], &[]).is_ok());
+        let e = check(&raw, &sig, None, &[true, true], &[]).unwrap_err();
+        assert_eq!(
+            e,
+            "kernel r: the loop's size is undecided: every array argument is raw (or there is \
+             none); give it as the launch's size (ElementwiseKernel::launch_sized, or \
+             call().size(n))"
+        );
+        // A non-raw output given decides the size, and then a size contradicts it.
+        assert!(check(&raw, &sig, None, &[true, true], &[true]).is_ok());
+        let e = check(&raw, &sig, Some(2), &[true, true], &[true]).unwrap_err();
         assert!(
-            e.starts_with("kernel r: every array input is raw") && e.contains("launch_sized"),
+            e.contains("a size (2) is given, but output `y` is given an array"),
             "{e}"
         );
-        let mixed = ElementwiseDef::new("m", "raw T a, T x", "T y", "", "y = a[i] + x;");
+
+        let mixed = ElementwiseDef::new("m", "raw T a, T x, T z", "T y", "", "y = a[i] + x;");
         let sig = mixed.signature().unwrap();
-        assert!(mixed.check_loop_size(&sig, None).is_ok());
-        let e = mixed
-            .check_loop_size(&sig, Some(3))
-            .unwrap_err()
-            .to_string();
+        assert!(check(&mixed, &sig, None, &[true, true, false], &[]).is_ok());
+        let e = check(&mixed, &sig, Some(3), &[true, true, true], &[true]).unwrap_err();
         assert!(
-            e.contains("a size (3) is given, but input `x` is not raw"),
+            e.contains("a size (3) is given, but input `x`, input `z` and output `y` are given"),
             "{e}"
         );
+        // Scalars for the non-raw inputs: a size is needed, and allowed.
+        assert!(check(&mixed, &sig, Some(3), &[true, false, false], &[]).is_ok());
+        let e = check(&mixed, &sig, None, &[true, false, false], &[]).unwrap_err();
+        assert!(
+            e.contains("no non-raw argument is given an array (`x` and `z` are given a scalar"),
+            "{e}"
+        );
+
         let none = ElementwiseDef::new("z", "", "float32 y", "float32 v", "y = v;");
         let sig = none.signature().unwrap();
-        assert!(none.check_loop_size(&sig, None).is_err());
-        assert!(none.check_loop_size(&sig, Some(2)).is_ok());
+        assert!(check(&none, &sig, None, &[], &[]).is_err());
+        assert!(check(&none, &sig, Some(2), &[], &[]).is_ok());
+        #[allow(deprecated)]
+        let old = none.check_loop_size(&sig, Some(2));
+        assert!(old.is_ok());
     }
 
     #[test]

@@ -159,7 +159,10 @@ impl LoopPlan {
         } else {
             Indexing::Strided { ndim: shape.len() }
         };
-        let width = IndexWidth::for_len(shape.iter().product());
+        // A shape whose element count overflows takes 64-bit indexing here; launching it is
+        // the caller's error to report.
+        let len = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        let width = IndexWidth::for_len(len.unwrap_or(usize::MAX));
         Ok(LoopPlan {
             looped,
             shape,

@@ -138,7 +138,8 @@ use proc_macro::TokenStream;
 /// `n`, a leading `_`) or a name starting with `kusari_` or `KUSARI_`; names are unique within
 /// a kernel. The kernel's name, given or by default, is a C identifier and not a keyword.
 ///
-/// **Code.** `body` is pasted inside the elementwise loop. `preamble` is code at file scope
+/// **Code.** `body` is pasted inside the elementwise loop; as in CuPy, its last statement's `;`
+/// may be left out (one is added after its last token, on that line). `preamble` is code at file scope
 /// before the kernel, after the placeholders' `typedef`s (so it may use `T`): `__device__`
 /// helper functions, `constexpr` constants, structs. `loop_prep` runs once in each thread
 /// before the loop, with the scalar parameters and `n` in scope, not `i`; `after_loop` runs

@@ -250,10 +250,12 @@ pub(crate) fn plan(
             ));
         }
     }
-    let shaped_by_outputs = given.is_some_and(|o| o.iter().zip(&sig.outputs).any(|(_, p)| !p.raw));
-    if !(shaped_by_outputs && args.size.is_none()) {
-        kernel.check_loop_size(sig, args.size)?;
-    }
+    // CuPy's rule: the arrays given for non-raw parameters decide the loop's size, else `size`.
+    let arrays_in: Vec<bool> = (args.inputs.iter())
+        .map(|a| matches!(a, Operand::Array(_)))
+        .collect();
+    let arrays_out = vec![true; given.map_or(0, <[_]>::len)];
+    kernel.check_loop_size_for(sig, args.size, &arrays_in, &arrays_out)?;
 
     let scalar_layout = Layout::contiguous(&[]);
     let input_layouts: Vec<&Layout> = args
@@ -275,6 +277,10 @@ pub(crate) fn plan(
     let outputs: Vec<LoopOperand<'_>> = output_layouts.iter().map(operand).collect();
     let size_shape = args.size.map(|s| [s]);
     let plan = LoopPlan::with_outputs(sig, &inputs, &outputs, size_shape.as_ref().map(|s| &s[..]))?;
+    // Broadcast views can make a loop whose element count does not fit (`[2³², 1]` with
+    // `[1, 2³²]`): an error, not a size wrapped to 0.
+    let loop_dtype = output_dtypes.first().copied().unwrap_or(DType::Bool);
+    crate::layout::checked_size(kernel.name, &plan.shape, loop_dtype)?;
     for (p, l) in sig.outputs.iter().zip(&output_layouts) {
         if !p.raw && l.shape() != plan.shape.as_slice() {
             return Err(arguments(

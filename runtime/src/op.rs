@@ -122,11 +122,14 @@ macro_rules! cmp_op {
 binary_op!(Add, "add", "out = a + b;", |a, b| a.plus(b));
 binary_op!(Sub, "sub", "out = a - b;", |a, b| a.minus(b));
 binary_op!(Mul, "mul", "out = a * b;", |a, b| a.times(b));
-// Integer division by zero gives 0 (as on the host); `T(0.5) == T(0)` only for integers.
+// Integer division by zero gives 0 and `MIN / -1` wraps to `MIN` (as on the host: `-a`, where
+// the division traps on x86 and is undefined in C++); `T(0.5) == T(0)` only for integers,
+// `T(-1) < T(0)` only for signed ones.
 binary_op!(
     Div,
     "div",
-    "out = (T(0.5) == T(0) && b == T(0)) ? T(0) : a / b;",
+    "out = (T(0.5) == T(0) && b == T(0)) ? T(0) \
+     : (T(0.5) == T(0) && T(-1) < T(0) && b == T(-1)) ? T(0) - a : a / b;",
     |a, b| a.over(b)
 );
 // ReLU's gradient from its output: `gy` where `y > 0`, else 0 (`a = y`, `b = gy`; one pass).

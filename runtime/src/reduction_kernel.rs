@@ -255,6 +255,10 @@ impl ReductionKernel {
         for a in inputs {
             shape = broadcast_shapes(def.name, &shape, a.shape())?;
         }
+        // Broadcast views can make a loop whose element count does not fit (`[2³², 1]` with
+        // `[1, 2³²]`): an error, not a count wrapped to 0 (which gave the identity).
+        let loop_dtype = inputs.first().map_or(DType::Bool, |a| a.dtype());
+        checked_size(def.name, &shape, loop_dtype)?;
         let axes = normalize_axes(def.name, axis, &shape)?;
         let kept: Vec<usize> = (0..shape.len())
             .filter(|d| !axes.contains(d))

@@ -9,7 +9,7 @@
 pub mod code_part_kernels;
 pub mod launch_form_kernels;
 
-use kusari::{Array, DType, Result};
+use kusari::{Array, DType, Device, Result};
 
 /// Central-difference gradient of `Σ gy · f(inputs)` with respect to each input, in f64.
 ///
@@ -103,6 +103,16 @@ pub fn arr(values: &[f64], shape: &[usize]) -> Array {
 pub fn uniform(shape: &[usize], seed: u64) -> Array {
     let mut rng = kusari::random::Rng::seed(seed);
     Array::uniform(shape, -1.0, 1.0, DType::F64, &mut rng).expect("a small uniform array")
+}
+
+/// Two broadcast views of one float32 element on `device`, `[2³², 1]` and `[1, 2³²]`: a loop
+/// over both has 2⁶⁴ elements, a count that does not fit a `usize`.
+pub fn views_whose_loop_overflows(device: Device) -> (Array, Array) {
+    let one = Array::ones(&[1, 1], DType::F32)
+        .and_then(|a| a.to_device(device))
+        .expect("one element");
+    let view = |shape: &[usize]| one.broadcast_to(shape).expect("a broadcast view");
+    (view(&[1 << 32, 1]), view(&[1, 1 << 32]))
 }
 
 /// The multi-index of C-order position `flat` in `shape`.

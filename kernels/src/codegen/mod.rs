@@ -5,7 +5,9 @@
 //! into a `const` local named as in the signature, each non-`raw` output is a reference to its
 //! element, and `raw` arrays are passed as pointers for the body to index with `i` (the loop
 //! index) and `n` (the element count). A `#line` directive before the body makes NVRTC report
-//! errors as lines of the user's body.
+//! errors as lines of the user's body. As in CuPy (`${operation};`), the body may leave out the
+//! `;` after its last statement: one is added after its last token
+//! ([`terminated`](crate::body::terminated)), on the same line.
 //!
 //! [`generate_code`] takes the rest of CuPy's kernel code too ([`KernelCode`]): a `preamble` at
 //! file scope after the placeholders' `typedef`s, `loop_prep` before the loop and `after_loop`
@@ -345,7 +347,8 @@ pub fn generate_code_aliasing(
             },
         })?;
     }
-    let body = code.body;
+    // CuPy's `${operation};`: a body may leave out its last `;`.
+    let body = crate::body::terminated(code.body);
     let mut used: Vec<char> = Vec::new();
     for (_, p) in sig.lists() {
         if let ParamType::Placeholder(c) = p.ty

@@ -77,16 +77,19 @@ scalar_arg!(Scalar, bool, i32, i64, half::f16, half::bf16, f32, f64);
 ///   parameter, its type and the value. A scalar input is checked the same way.
 /// - **Outputs** ([`out`](Self::out)): none (each output is a new C-contiguous array of the
 ///   loop's shape) or one per output of the signature, written in place (see below).
-/// - **Size** ([`size`](Self::size)): the loop's, for a kernel whose array inputs are all `raw`
-///   (CuPy's `size=`), unless a non-`raw` output given sets it.
+/// - **Size** ([`size`](Self::size)): CuPy's `size=`. As in CuPy, the arrays given for non-`raw`
+///   inputs and outputs decide the loop's shape (broadcast together); a scalar given for a
+///   non-`raw` input decides nothing. A launch where no array decides it needs a size, and a
+///   launch where one does refuses one: both are [`Error::KernelArguments`] naming the
+///   arguments.
 /// - **Device** ([`device`](Self::device)): the arrays' device; a launch with no array
 ///   argument runs on the device given here or else on [`default_device`] (see
 ///   [`using_device`](crate::using_device)), which must be a CUDA device.
 ///
 /// # Outputs written in place
 /// An output given must have the kernel's dtype for it, be on the launch's device and, unless
-/// `raw`, have the loop's shape (outputs are not broadcast: a scalar-only launch writes over
-/// its output's shape). A non-`raw` output may be a strided view (transposed, sliced, flipped)
+/// `raw`, have the loop's shape (outputs are not broadcast: a launch whose inputs are scalars
+/// writes over its output's shape). A non-`raw` output may be a strided view (transposed, sliced, flipped)
 /// but not one that holds an element twice (a broadcast view); a `raw` output must be
 /// C-contiguous (the body indexes it flat). Each is an [`Error::KernelArguments`] naming the
 /// output.
@@ -157,8 +160,9 @@ impl<'a> KernelCall<'a> {
         self
     }
 
-    /// The loop's size, for a kernel whose array inputs are all `raw`: `i` runs over `0..size`
-    /// and `n` is `size`.
+    /// The loop's size, for a launch where no array given for a non-`raw` parameter decides it
+    /// (every array is `raw`, or scalars are given for the non-`raw` inputs): `i` runs over
+    /// `0..size` and `n` is `size`.
     pub fn size(mut self, size: usize) -> Self {
         self.size = Some(size);
         self
@@ -328,8 +332,8 @@ impl ElementwiseKernel {
     /// driver, or a build without the `cuda` feature are
     /// [`Error::CudaUnavailable`](crate::Error::CudaUnavailable).
     ///
-    /// The loop runs over the non-`raw` inputs; a kernel whose array inputs are all `raw` has
-    /// no such shape, and launching it here is an
+    /// The loop runs over the arrays given for non-`raw` inputs; a launch without one (every
+    /// array input `raw`, or scalars given) has no such shape, and is an
     /// [`Error::KernelArguments`](crate::Error::KernelArguments) that says to give its size
     /// with [`launch_sized`](Self::launch_sized).
     ///
@@ -346,11 +350,11 @@ impl ElementwiseKernel {
         self.call().args(inputs).params(params).run()
     }
 
-    /// Runs a kernel whose array inputs are all `raw` over `size` elements (CuPy's `size=`):
-    /// `i` runs over `0..size`, `n` is `size`, and the non-`raw` outputs are new arrays of
-    /// shape `[size]`. A non-`raw` input is an
-    /// [`Error::KernelArguments`](crate::Error::KernelArguments) naming it (its shape sets the
-    /// loop's; use [`launch`](Self::launch)). A kernel with no array input at all runs on
+    /// Runs a launch whose array inputs are all `raw` (or scalars given for the non-`raw` ones)
+    /// over `size` elements (CuPy's `size=`): `i` runs over `0..size`, `n` is `size`, and the
+    /// non-`raw` outputs are new arrays of shape `[size]`. An array given for a non-`raw` input
+    /// is an [`Error::KernelArguments`](crate::Error::KernelArguments) naming it (its shape sets
+    /// the loop's; use [`launch`](Self::launch)). A kernel with no array input at all runs on
     /// [`default_device`](crate::default_device) (or the device given to
     /// [`KernelCall::device`]). Otherwise as [`launch`](Self::launch).
     ///
@@ -360,7 +364,7 @@ impl ElementwiseKernel {
     ///     ElementwiseKernel::new("reverse", "raw T a", "T y", "", "y = a[n - 1 - i];");
     /// let a = Array::zeros(&[4], DType::F32).unwrap();
     /// let e = REVERSE.launch(&[&a], &[]).unwrap_err();
-    /// assert!(e.to_string().contains("every array input is raw"), "{e}");
+    /// assert!(e.to_string().contains("every array argument is raw"), "{e}");
     /// ```
     pub fn launch_sized(
         &self,

@@ -3,7 +3,7 @@
 //! outputs the caller gives (written in place, strided views included; mismatches and unsafe
 //! aliasing refused), scalars where array inputs are declared, launches without array
 //! arguments on the default or a given device, `no_return`, and `reduce_dims` (fewer axes in
-//! the strided variant, the same results).
+//! the strided variant, the same results); a broadcast loop too large to count is an error.
 
 use kusari::prelude::*;
 use kusari::{Error, Scalar, using_device};
@@ -11,7 +11,7 @@ use kusari_tests::launch_form_kernels::{
     AXPY, IOTA, MUL_PLUS_INDEX, MUL_PLUS_INDEX_ALL_AXES, RAW_PLUS, SGD_STEP, SHIFT_I64,
     SUM_AND_DIFF,
 };
-use kusari_tests::{assert_close, uniform};
+use kusari_tests::{assert_close, uniform, views_whose_loop_overflows};
 
 use super::emulated;
 
@@ -240,18 +240,20 @@ fn scalars_broadcast_where_array_inputs_are_declared() {
     assert_eq!(w.dtype(), DType::F32);
     let expected = hx.mul_scalar(2.5).unwrap().add(&hy).unwrap();
     assert_close(&w.to_device(Device::Cpu).unwrap(), &expected, 0.0, 0.0);
-    // Only scalars: `T` takes their type, and the loop is 0-d unless an output gives a shape.
-    let w = AXPY
-        .call()
-        .arg(2i64)
-        .arg(3i64)
-        .arg(4i64)
-        .device(Device::Cuda(0))
-        .run()
-        .unwrap()
-        .remove(0);
-    assert_eq!((w.dtype(), w.shape().to_vec()), (DType::I64, vec![]));
-    assert_eq!(w.to_vec::<i64>().unwrap(), vec![10]);
+    // Only scalars: `T` takes their type, and the loop's size is undecided (CuPy's "Loop size
+    // is undecided") unless a size or an output gives it.
+    let scalars = || {
+        AXPY.call()
+            .arg(2i64)
+            .arg(3i64)
+            .arg(4i64)
+            .device(Device::Cuda(0))
+    };
+    let e = message(scalars().run());
+    assert!(e.contains("the loop's size is undecided"), "{e}");
+    let w = scalars().size(3).run().unwrap().remove(0);
+    assert_eq!((w.dtype(), w.shape().to_vec()), (DType::I64, vec![3]));
+    assert_eq!(w.to_vec::<i64>().unwrap(), vec![10; 3]);
     let out = on_gpu(&Array::zeros(&[2, 2], DType::I64).unwrap());
     AXPY.call()
         .arg(2i64)
@@ -402,4 +404,21 @@ fn only_a_launch_given_its_outputs_drops_restrict_from_its_pointers() {
     assert!(!in_place.contains("__restrict__ _in_w"), "{in_place}");
     assert!(!in_place.contains("__restrict__ _out_out"), "{in_place}");
     assert!(in_place.contains("const T* _in_w"), "{in_place}");
+}
+
+#[test]
+fn a_broadcast_loop_whose_size_overflows_is_an_error() {
+    if !emulated("a_broadcast_loop_whose_size_overflows_is_an_error") {
+        return;
+    }
+    // 2⁶⁴ elements, a count that wrapped to 0.
+    let (tall, wide) = views_whose_loop_overflows(Device::Cuda(0));
+    let e = SUM_AND_DIFF.launch(&[&tall, &wide], &[]).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeOverflow { op: "sum_and_diff", shape, .. } if shape == &[1 << 32, 1 << 32]),
+        "{e:?}"
+    );
+    // One of them alone is a loop that fits (2³² elements need 64-bit indexing).
+    let plan = SUM_AND_DIFF.call().args(&[&tall, &tall]).plan().unwrap();
+    assert_eq!(plan.shape, [1 << 32, 1]);
 }

@@ -221,8 +221,8 @@ fn a_kernel_whose_arrays_are_all_raw_runs_over_the_size_given() {
 }
 
 #[test]
-fn a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise() {
-    if !emulated("a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise") {
+fn the_arrays_given_decide_the_loop_size_as_in_cupy() {
+    if !emulated("the_arrays_given_decide_the_loop_size_as_in_cupy") {
         return;
     }
     let a = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
@@ -230,7 +230,8 @@ fn a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise() {
     assert!(matches!(e, Error::KernelArguments { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(
-        msg.contains("kernel pair_sums: every array input is raw") && msg.contains("launch_sized"),
+        msg.contains("kernel pair_sums: the loop's size is undecided: every array argument is raw")
+            && msg.contains("launch_sized"),
         "{msg}"
     );
     assert!(PAIR_SUMS.source_for(&[&a]).is_err());
@@ -238,13 +239,40 @@ fn a_size_is_required_for_an_all_raw_kernel_and_refused_otherwise() {
     // On host arrays the same check comes first, before "no CUDA".
     let host = Array::zeros(&[4], DType::F32).unwrap();
     let e = PAIR_SUMS.launch(&[&host], &[]).unwrap_err();
-    assert!(e.to_string().contains("every array input is raw"), "{e}");
-    // A non-raw input sets the loop's size itself.
+    assert!(
+        e.to_string().contains("the loop's size is undecided"),
+        "{e}"
+    );
+    // An array for a non-raw input sets the loop's size itself.
     let e = CUBE_PLUS.launch_sized(&[&a], &[1.0.into()], 4).unwrap_err();
     assert!(matches!(e, Error::KernelArguments { .. }), "{e:?}");
     assert!(
         e.to_string()
-            .contains("a size (4) is given, but input `x` is not raw"),
+            .contains("a size (4) is given, but input `x` is given an array"),
+        "{e}"
+    );
+    // A scalar for it does not: without a size the loop is undecided (CuPy's "Loop size is
+    // undecided"), with one the scalar is broadcast over it.
+    let scalar = || CUBE_PLUS.call().arg(2.0).param(0.5).device(Device::Cuda(0));
+    let e = scalar().run().unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "the loop's size is undecided: no non-raw argument is given an array (`x` is given a scalar"
+        ),
+        "{e}"
+    );
+    let y = scalar().size(3).run().unwrap().remove(0);
+    assert_eq!(y.shape(), [3]);
+    assert_eq!(y.to_vec::<f64>().unwrap(), [8.5; 3]);
+    // A non-raw output given decides it too, and then a size is refused (CuPy: "Specified
+    // 'size' can be used only if all of the ndarray are 'raw'").
+    let out = on_gpu(&Array::zeros(&[2, 2], DType::F64).unwrap());
+    scalar().out(&out).run().unwrap();
+    assert_eq!(out.to_vec::<f64>().unwrap(), [8.5; 4]);
+    let e = scalar().out(&out).size(4).run().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("a size (4) is given, but output `y` is given an array"),
         "{e}"
     );
 }

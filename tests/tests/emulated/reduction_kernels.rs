@@ -12,7 +12,7 @@ use kusari::kernels::compile::{compile_ptx, nvrtc_available};
 use kusari::kernels::reduction::{ReductionPlan, Strategy, generate_reduction};
 use kusari::prelude::*;
 use kusari::{Error, ReductionDef, ReductionKernel, Scalar, cuda};
-use kusari_tests::unravel;
+use kusari_tests::{unravel, views_whose_loop_overflows};
 
 use super::emulated;
 
@@ -588,4 +588,36 @@ fn every_reduction_kernel_here_in_the_softmax_example_and_built_in_compiles_with
         }
     }
     assert_eq!(compiled, (2 + 1 + 1 + 4 + 4) * 2);
+}
+
+static DOT: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_dot",
+    in_params: "T x, T y",
+    out_params: "T z",
+    map_expr: "x * y",
+    reduce_expr: "a + b",
+    post_map_expr: "z = a",
+    identity: Some("0"),
+    ..ReductionDef::DEFAULT
+});
+
+#[test]
+fn a_broadcast_loop_whose_size_overflows_is_an_error() {
+    if !emulated("a_broadcast_loop_whose_size_overflows_is_an_error") {
+        return;
+    }
+    // 2⁶⁴ products, whose count wrapped to 0 and gave the identity.
+    let (tall, wide) = views_whose_loop_overflows(Device::Cuda(0));
+    let e = DOT.launch(&[&tall, &wide], &[], None, false).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeOverflow { op: "rk_dot", shape, .. } if shape == &[1 << 32, 1 << 32]),
+        "{e:?}"
+    );
+    // A product that fits is computed: 3 · 2 over a broadcast [4, 1] and [1, 5].
+    let (a, b) = (
+        on_gpu(&Array::full(&[4, 1], 3.0, DType::F32).unwrap()),
+        on_gpu(&Array::full(&[1, 5], 2.0, DType::F32).unwrap()),
+    );
+    let z = DOT.launch(&[&a, &b], &[], None, false).unwrap().remove(0);
+    assert_eq!(z.to_vec::<f32>().unwrap(), [120.0]);
 }

@@ -147,6 +147,69 @@ fn kernels_with_several_outputs_and_mixed_types() {
     );
 }
 
+/// CuPy's documented `squared_diff`, as its users write it: no `;` after the statement.
+static SQUARED_DIFF: ElementwiseKernel = ElementwiseKernel::new(
+    "squared_diff",
+    "float32 x, float32 y",
+    "float32 z",
+    "",
+    "z = (x - y) * (x - y)",
+);
+
+/// Two statements, the second without its `;` and followed by a comment, on its own line.
+static HALVED_THEN_SHIFTED: ElementwiseKernel = ElementwiseKernel::new(
+    "halved_then_shifted",
+    "T x",
+    "T z",
+    "",
+    "T h = x / 2;\nz = h + 1 // the shift\n",
+);
+
+#[test]
+fn bodies_without_their_last_semicolon_compile_as_in_cupy() {
+    let Some(dev) = gpu("bodies_without_their_last_semicolon_compile_as_in_cupy") else {
+        return;
+    };
+    let _suite = shared();
+    let (x, y) = (
+        values(&[3, 4], DType::F32, 5),
+        values(&[3, 4], DType::F32, 6),
+    );
+    let out = SQUARED_DIFF
+        .launch(&[&on(dev, &x), &on(dev, &y)], &[])
+        .unwrap();
+    let (xs, ys) = (x.to_f64_vec().unwrap(), y.to_f64_vec().unwrap());
+    let want: Vec<f64> = xs.iter().zip(&ys).map(|(a, b)| (a - b) * (a - b)).collect();
+    close(
+        &out[0],
+        &host(&want, &[3, 4], DType::F32),
+        tol(DType::F32, Math::Arith),
+        "squared_diff",
+    );
+    for dtype in [DType::F64, DType::I32] {
+        let x = values(&[5], dtype, 7);
+        let out = HALVED_THEN_SHIFTED.launch(&[&on(dev, &x)], &[]).unwrap();
+        let want: Vec<f64> = x
+            .to_f64_vec()
+            .unwrap()
+            .iter()
+            .map(|&v| {
+                if dtype == DType::I32 {
+                    (v / 2.0).trunc() + 1.0
+                } else {
+                    v / 2.0 + 1.0
+                }
+            })
+            .collect();
+        close(
+            &out[0],
+            &host(&want, &[5], dtype),
+            EXACT,
+            &format!("halved_then_shifted {dtype}"),
+        );
+    }
+}
+
 fn delta(before: KernelStats, after: KernelStats) -> KernelStats {
     KernelStats {
         compiles: after.compiles - before.compiles,

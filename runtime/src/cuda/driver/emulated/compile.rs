@@ -23,8 +23,11 @@ pub(crate) const SHIM: &str = include_str!("shim.hpp");
 
 /// Flags of every host compile (part of the cache key). `_FORTIFY_SOURCE` is off because its
 /// checked `longjmp` rejects the switch between the threads' stacks; FMA contraction is off so
-/// that results do not depend on the host's instruction set.
-const FLAGS: [&str; 7] = [
+/// that results do not depend on the host's instruction set; signed integers wrap on overflow
+/// (`-fwrapv`), as a GPU's do, where C++ leaves it undefined (and the optimizer may assume it
+/// never happens).
+const FLAGS: [&str; 8] = [
+    "-fwrapv",
     "-std=c++17",
     "-O2",
     "-fPIC",
