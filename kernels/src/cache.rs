@@ -6,7 +6,9 @@
 //! - Key: a 128-bit hash of everything that determines the binary: source, compile options,
 //!   NVRTC version, architecture and kusari's version ([`CacheKey`]).
 //! - Files are written to a temporary name and renamed into place, so a reader never sees a
-//!   partial file and concurrent writers (threads or processes) cannot corrupt an entry. Each file
+//!   partial file and concurrent writers (threads or processes) cannot corrupt an entry. The
+//!   temporary files of writers killed half-way are removed by the first write of a later
+//!   process ([`crate::atomic_file`]). Each file
 //!   stores its length and a checksum; a truncated or corrupt file is recompiled and replaced.
 //! - Each file also stores the full key it was written for, and a read checks it against the key
 //!   asked for: a valid entry copied or renamed over another key's file (by a user, a sync tool
@@ -18,7 +20,6 @@
 //!   home, cupy#2296).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -242,25 +243,20 @@ fn decode(bytes: &[u8], key: CacheKey) -> Result<&[u8], Unusable> {
     Ok(payload)
 }
 
-/// Writes `bytes` to `dir/name` through a temporary file renamed into place.
+/// Writes `bytes` to `dir/name` through a temporary file renamed into place
+/// ([`crate::atomic_file::write`]); the first write of a process into `dir` first removes the
+/// temporary files that writers killed half-way left there ([`crate::atomic_file::remove_stale_in`]).
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, dir.join(name))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    {
+        let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
+        if !swept.iter().any(|d| d == dir) {
+            swept.push(dir.to_path_buf());
+            crate::atomic_file::remove_stale_in(dir);
+        }
     }
-    result
+    crate::atomic_file::write(&dir.join(name), bytes)
 }
 
 #[cfg(test)]
@@ -317,6 +313,32 @@ mod tests {
             std::env::temp_dir().join(format!("kusari-cache-unit-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    /// A process killed while writing an entry leaves its temporary file; the next process to
+    /// write into the cache removes it (its writer is gone), and the entry is written anew.
+    #[test]
+    fn a_killed_writers_temporary_file_is_removed_by_the_next_write() {
+        let dir = scratch("killed");
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = CacheKey::new("mul", &[], (13, 0), "sm_90");
+        // A pid above Linux's largest pid_max (2²²): no process has it.
+        let left = dir.join(crate::atomic_file::temp_name(
+            &key.file_name(),
+            4_194_305,
+            0,
+        ));
+        std::fs::write(&left, b"half an entr").unwrap();
+        let cache = BinaryCache::new(Some(dir.clone()));
+        cache
+            .get_or_compile(key, || Ok::<_, String>(b"mul binary".to_vec()))
+            .unwrap();
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, [key.file_name()], "what the cache holds");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A valid entry copied over another key's file is not served as that kernel: it is a miss,

@@ -18,12 +18,15 @@
 //!   compile options, and the parser of its kernels' parameter lists that launches check against.
 //! - [`cache`]: the on-disk and in-memory cache of compiled kernels.
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
+//! - [`atomic_file`]: files written atomically beside their target, and the cleanup of the
+//!   temporary files a killed writer left (the kernel cache's and kusari's checkpoints).
 //! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
 //! - [`upload`]: the per-device upload cache of loaded modules.
 //! - [`compile_error`](mod@compile_error): why a kernel did not compile (in every build, so errors can carry it).
 //! - `compile` (feature `nvrtc`): NVRTC compilation of that source to PTX or to a device's cubin,
 //!   without a GPU.
 
+pub mod atomic_file;
 pub mod body;
 pub mod cache;
 pub mod codegen;

@@ -3,7 +3,6 @@
 //! tutorial's library links, [`EltwiseParamProduct`] and [`Linear`], and
 //! [`LayerNormalization`].
 
-mod atomic_file;
 mod conv;
 mod eltwise_param_product;
 mod embed_id;

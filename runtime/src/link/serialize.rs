@@ -12,11 +12,11 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView, View};
 
-use super::atomic_file;
 use super::{Link, Parameter};
 use crate::dtype::with_dtype;
 use crate::error::{Error, Result};
 use crate::{Array, DType, Element};
+use kusari_kernels::atomic_file;
 
 /// How many of a file's tensor names an error lists when a parameter is missing from it.
 const LISTED_NAMES: usize = 8;
