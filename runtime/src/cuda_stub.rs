@@ -313,6 +313,17 @@ pub(crate) unsafe fn launch_raw(
     )))
 }
 
+/// Compiles a raw module: an error in this build.
+pub(crate) fn compile_raw(
+    ordinal: usize,
+    src: &kusari_kernels::codegen::KernelSource,
+) -> Result<()> {
+    Err(unavailable(&format!(
+        "raw module {} on cuda:{ordinal}",
+        src.entry
+    )))
+}
+
 pub(crate) fn check_device(device: Device, op: &str) -> Result<()> {
     match device {
         Device::Cpu => Ok(()),

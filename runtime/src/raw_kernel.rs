@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::launch_plan::RawArg;
 use crate::layout::Layout;
 use crate::storage::Storage;
-use crate::{Array, DType, Scalar};
+use crate::{Array, DType, Device, Scalar};
 
 /// A grid's or a block's dimensions (x, y, z), from one to three numbers: `256`, `(16, 16)`,
 /// `[8, 8, 4]`. Missing dimensions are 1.
@@ -182,6 +182,31 @@ impl RawModule {
             &self.inner.options,
         )
         .expect("the options and the code were checked when the module was made")
+    }
+
+    /// Compiles the module for `device` and loads it there (CuPy's `RawModule.compile()`), so
+    /// that a mistake in the code is found before any launch: a compile error is an
+    /// [`Error::KernelCompile`] with the compiler's log and the code numbered as written. The
+    /// kernels of the module then launch on that device without compiling or loading anything
+    /// (the binary and upload caches hold it). The host is an [`Error::KernelArguments`]; a
+    /// build or machine without CUDA an [`Error::CudaUnavailable`].
+    ///
+    /// ```
+    /// use kusari::{Device, Error, RawModule};
+    /// let m = RawModule::new("extern \"C\" __global__ void k(float* x) { x[0] = undeclared; }")
+    ///     .unwrap();
+    /// assert!(matches!(m.compile(Device::Cpu), Err(Error::KernelArguments { .. })));
+    /// if kusari::cuda::is_available() {
+    ///     let e = m.compile(Device::Cuda(0)).unwrap_err();
+    ///     assert!(matches!(e, Error::KernelCompile { .. }), "{e}");
+    /// }
+    /// ```
+    pub fn compile(&self, device: Device) -> Result<()> {
+        Storage::compile_raw(
+            &self.inner.label,
+            &self.kernel_source(&self.inner.label),
+            device,
+        )
     }
 
     /// The kernel `name` (CuPy's `get_function`). It must be declared `extern "C"`, since

@@ -710,4 +710,22 @@ impl Storage {
         // SAFETY: forwarded contract.
         unsafe { crate::cuda::launch_raw(ordinal, src, loads, dims, &cuda) }
     }
+
+    /// Compiles the raw module `src` (named `name` in errors) for `device` and loads it there.
+    /// The host is an error: a raw module is CUDA code.
+    pub(crate) fn compile_raw(
+        name: &str,
+        src: &kusari_kernels::codegen::KernelSource,
+        device: Device,
+    ) -> Result<()> {
+        match device {
+            Device::Cuda(o) => crate::cuda::compile_raw(o, src),
+            Device::Cpu => Err(Error::KernelArguments {
+                kernel: name.to_string(),
+                msg: "a raw module is compiled for a CUDA device, and the device given is the \
+                      host"
+                    .to_string(),
+            }),
+        }
+    }
 }

@@ -269,6 +269,19 @@ pub fn kernel_stats() -> KernelStats {
 /// Compiles (through the binary cache) and loads (through the upload cache) a generated kernel
 /// on `dev`. `op` names it in errors.
 pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> Result<Arc<Loaded>> {
+    let module = load_source(dev, op, src)?;
+    let function = dev.check(module.function(&src.entry), || {
+        format!("find {} in its module on cuda:{}", src.entry, dev.ordinal)
+    })?;
+    Ok(Arc::new(Loaded {
+        function,
+        _module: module,
+    }))
+}
+
+/// The module of `src` on `dev`: compiled through the binary cache and loaded through the upload
+/// cache (once per device).
+pub(crate) fn load_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> Result<Module> {
     let compile_err = |source| Error::KernelCompile {
         kernel: op.to_string(),
         source: Box::new(source),
@@ -294,13 +307,7 @@ pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> R
         })?
         .as_ref()
         .clone();
-    let function = dev.check(module.function(&src.entry), || {
-        format!("find {} in its module on cuda:{}", src.entry, dev.ordinal)
-    })?;
-    Ok(Arc::new(Loaded {
-        function,
-        _module: module,
-    }))
+    Ok(module)
 }
 
 /// A CUDA array as a launch takes it: the buffer and the layout into it.

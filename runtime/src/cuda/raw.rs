@@ -11,7 +11,7 @@ use kusari_kernels::raw::numbered_user_source;
 
 use super::CudaRef;
 use super::device::device;
-use super::launch::{KernelArgs, Loaded, launch_source};
+use super::launch::{KernelArgs, Loaded, launch_source, load_source};
 use crate::Device;
 use crate::error::{Error, Result};
 use crate::launch_plan::RawArg;
@@ -80,6 +80,16 @@ pub(crate) unsafe fn launch_raw(
     }
     // SAFETY: forwarded contract; `values` outlives the launch.
     unsafe { loaded.launch_shared(&dev, grid, block, shared_bytes, &mut values, &op) }
+}
+
+/// Compiles the module `src` for `cuda:ordinal` (through the binary cache) and loads it there
+/// (through the upload cache), so that its kernels' first launches compile and load nothing.
+pub(crate) fn compile_raw(ordinal: usize, src: &KernelSource) -> Result<()> {
+    let op = format!("raw module {}", src.entry);
+    let dev = device(ordinal, &op)?;
+    load_source(&dev, &op, src)
+        .map(drop)
+        .map_err(|e| user_numbered(e, src))
 }
 
 /// A compile error with the user's code numbered as the user numbers it (the compiler's log

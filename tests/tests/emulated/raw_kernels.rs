@@ -492,6 +492,12 @@ fn raw_cache_child() {
         .get_function("square_all")
         .unwrap();
     step(&|| again.launch(1, 32, &args).unwrap());
+    // A module compiled up front (CuPy's `RawModule.compile()`): its first launch compiles and
+    // loads nothing.
+    let ahead = RawModule::new(&format!("{code}// compiled up front\n")).unwrap();
+    step(&|| ahead.compile(Device::Cuda(0)).unwrap());
+    let first = ahead.get_function("square_all").unwrap();
+    step(&|| first.launch(1, 32, &args).unwrap());
     println!("STEPS {steps:?}");
 }
 
@@ -514,15 +520,15 @@ fn raw_kernels_use_both_caches() {
     };
     // [compiles, disk hits, module loads, launches] per step. First process: compiled once,
     // loaded once, then warm; the second kernel and a second module object of the same source
-    // load nothing more.
+    // load nothing more; a module compiled up front compiles and loads there, not at its launch.
     assert_eq!(
         run(),
-        "[[1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 1]]"
+        "[[1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 1], [1, 0, 1, 0], [0, 0, 0, 1]]"
     );
-    // Second process: the binary comes from the disk cache.
+    // Second process: the binaries come from the disk cache.
     assert_eq!(
         run(),
-        "[[0, 1, 1, 1], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 1]]"
+        "[[0, 1, 1, 1], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 1]]"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -720,4 +726,35 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
         }
     }
     assert_eq!(compiled, 2 * 10);
+}
+
+#[test]
+fn a_module_compiled_up_front_reports_its_compile_error_there() {
+    if !emulated("a_module_compiled_up_front_reports_its_compile_error_there") {
+        return;
+    }
+    let bad = RawModule::new(
+        "extern \"C\" __global__ void k(float* x) {\n  x[0] = not_declared_here;\n}\n",
+    )
+    .unwrap();
+    let e = bad.compile(Device::Cuda(0)).unwrap_err();
+    assert!(matches!(e, Error::KernelCompile { .. }), "{e:?}");
+    let text = format!("{e}");
+    assert!(text.contains("not_declared_here"), "{text}");
+    // The host is no device to compile for.
+    let e = bad.compile(Device::Cpu).unwrap_err();
+    assert!(
+        matches!(&e, Error::KernelArguments { kernel, .. } if kernel == "raw_module"),
+        "{e:?}"
+    );
+    // A good module compiles, and then runs.
+    let good = RawModule::new(MODULE).unwrap();
+    good.compile(Device::Cuda(0)).unwrap();
+    let x = on_gpu(&f32s(&[1.5, -2.0]));
+    let y = on_gpu(&Array::zeros(&[2], DType::F32).unwrap());
+    let square = good.get_function("square_all").unwrap();
+    square
+        .launch(1, 32, &[(&x).into(), (&y).into(), 2i32.into()])
+        .unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), [2.5, 4.25]);
 }
