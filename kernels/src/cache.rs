@@ -91,6 +91,9 @@ pub struct BinaryCache {
     dir: Option<PathBuf>,
     memory: Mutex<HashMap<CacheKey, Arc<Vec<u8>>>>,
     warned: AtomicBool,
+    /// Whether this cache has removed the stale temporary files of its directory (at its first
+    /// write).
+    swept: AtomicBool,
     memory_hits: AtomicUsize,
     disk_hits: AtomicUsize,
     compiles: AtomicUsize,
@@ -111,6 +114,7 @@ impl BinaryCache {
             dir,
             memory: Mutex::new(HashMap::new()),
             warned: AtomicBool::new(false),
+            swept: AtomicBool::new(false),
             memory_hits: AtomicUsize::new(0),
             disk_hits: AtomicUsize::new(0),
             compiles: AtomicUsize::new(0),
@@ -187,6 +191,10 @@ impl BinaryCache {
 
     fn write(&self, key: CacheKey, payload: &[u8]) {
         let Some(dir) = &self.dir else { return };
+        // Writers killed half-way (the first write only: compiling already cost far more).
+        if !self.swept.swap(true, Ordering::Relaxed) {
+            crate::atomic_file::remove_stale_in(dir);
+        }
         if let Err(e) = write_atomically(dir, &key.file_name(), &encode(key, payload))
             && !self.warned.swap(true, Ordering::Relaxed)
         {
@@ -244,18 +252,9 @@ fn decode(bytes: &[u8], key: CacheKey) -> Result<&[u8], Unusable> {
 }
 
 /// Writes `bytes` to `dir/name` through a temporary file renamed into place
-/// ([`crate::atomic_file::write`]); the first write of a process into `dir` first removes the
-/// temporary files that writers killed half-way left there ([`crate::atomic_file::remove_stale_in`]).
+/// ([`crate::atomic_file::write`]).
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-    {
-        let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
-        if !swept.iter().any(|d| d == dir) {
-            swept.push(dir.to_path_buf());
-            crate::atomic_file::remove_stale_in(dir);
-        }
-    }
     crate::atomic_file::write(&dir.join(name), bytes)
 }
 

@@ -666,16 +666,6 @@ mod tests {
     }
 
     #[test]
-    fn cache_sizes_parse() {
-        assert_eq!(super::super::parse_cache_size("32768K\n"), Some(32 << 20));
-        assert_eq!(super::super::parse_cache_size("1M"), Some(1 << 20));
-        assert_eq!(super::super::parse_cache_size("512"), Some(512));
-        assert_eq!(super::super::parse_cache_size("K"), None);
-        assert_eq!(super::super::parse_cache_size(""), None);
-        assert!(super::super::last_level_cache_bytes() > 0);
-    }
-
-    #[test]
     fn float32_statistics_within_their_bound() {
         // Rows that end in every way: whole blocks, a partial block, lanes and a tail.
         for (len, offset) in [(1000, 1000.0), (256, 3.0), (4099, -50.0), (7, 0.5)] {

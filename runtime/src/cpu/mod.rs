@@ -53,3 +53,18 @@ fn parse_cache_size(s: &str) -> Option<usize> {
     };
     digits.parse::<usize>().ok()?.checked_mul(unit)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_sizes_parse() {
+        assert_eq!(parse_cache_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("K"), None);
+        assert_eq!(parse_cache_size(""), None);
+        assert!(last_level_cache_bytes() > 0);
+    }
+}
