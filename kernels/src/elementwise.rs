@@ -236,6 +236,7 @@ impl ElementwiseDef {
     /// to it), and a placeholder that only scalars bind takes their type when they agree and is
     /// an error naming the placeholder when they do not. A scalar for a concrete type is left to
     /// the launch to convert; a scalar for a `raw` input is an error (the body indexes it).
+    /// The outputs are allocated: [`bind_call`](Self::bind_call) binds with outputs given.
     ///
     /// ```
     /// use kusari_kernels::elementwise::InputArg;
@@ -255,6 +256,33 @@ impl ElementwiseDef {
         sig: &ElementwiseSignature,
         inputs: &[InputArg<'_>],
     ) -> Result<Vec<(char, ScalarType)>, ArgumentError> {
+        self.bind_call(sig, inputs, &[])
+    }
+
+    /// [`bind_args`](Self::bind_args) for a call that gives its outputs, as `(element type,
+    /// shape)` per output (all of them, or none: empty when the launch allocates them). A given
+    /// output binds its placeholder as an array input does (CuPy's `'X x, Y y' -> 'Z z'` with
+    /// `z` passed in): arrays, inputs and outputs, must agree on each placeholder and match
+    /// concrete types; scalars then take the placeholder's type. A placeholder that only
+    /// outputs use is an error naming them when the outputs are not given.
+    ///
+    /// ```
+    /// use kusari_kernels::elementwise::InputArg;
+    /// use kusari_kernels::{ElementwiseDef, ScalarType::{Float32, Float64, Int32}};
+    /// let k = ElementwiseDef::new("add", "X x, Y y", "Z z", "", "z = x + y;");
+    /// let sig = k.signature().unwrap();
+    /// let (x, y) = (InputArg::Array(Int32, &[3]), InputArg::Scalar(Float32));
+    /// let t = k.bind_call(&sig, &[x, y], &[(Float64, &[3])]).unwrap();
+    /// assert_eq!(t, vec![('X', Int32), ('Y', Float32), ('Z', Float64)]);
+    /// let e = k.bind_args(&sig, &[x, y]).unwrap_err(); // z not given: Z has no type
+    /// assert!(e.to_string().contains("`Z` is bound only by output `z`"), "{e}");
+    /// ```
+    pub fn bind_call(
+        &self,
+        sig: &ElementwiseSignature,
+        inputs: &[InputArg<'_>],
+        outputs: &[(ScalarType, &[usize])],
+    ) -> Result<Vec<(char, ScalarType)>, ArgumentError> {
         if inputs.len() != sig.inputs.len() {
             return Err(ArgumentError::InputCount {
                 kernel: self.name,
@@ -262,23 +290,34 @@ impl ElementwiseDef {
                 actual: inputs.len(),
             });
         }
+        if !outputs.is_empty() && outputs.len() != sig.outputs.len() {
+            return Err(self.mismatch(format!(
+                "{} output(s) given, the signature declares {} (give all of them or none)",
+                outputs.len(),
+                sig.outputs.len()
+            )));
+        }
+        let arrays = (sig.inputs.iter().zip(inputs))
+            .filter_map(|(param, &arg)| match arg {
+                InputArg::Array(ty, shape) => Some(Ok((param, "argument", ty, shape))),
+                InputArg::Scalar(ty) if param.raw => Some(Err(self.mismatch(format!(
+                    "argument `{}` is a scalar ({ty}), but the signature declares it `raw`: \
+                     a raw input is indexed by the body, so it must be an array",
+                    param.name
+                )))),
+                InputArg::Scalar(_) => None,
+            })
+            .chain(
+                (sig.outputs.iter().zip(outputs))
+                    .map(|(param, &(ty, shape))| Ok((param, "output", ty, shape))),
+            );
         let mut bound: Vec<(char, ScalarType, &str)> = Vec::new();
-        for (param, &arg) in sig.inputs.iter().zip(inputs) {
-            let (ty, shape) = match arg {
-                InputArg::Array(ty, shape) => (ty, shape),
-                InputArg::Scalar(ty) if param.raw => {
-                    return Err(self.mismatch(format!(
-                        "argument `{}` is a scalar ({ty}), but the signature declares it `raw`: \
-                         a raw input is indexed by the body, so it must be an array",
-                        param.name
-                    )));
-                }
-                InputArg::Scalar(_) => continue,
-            };
+        for arg in arrays {
+            let (param, what, ty, shape) = arg?;
             match param.ty {
                 ParamType::Concrete(t) if t != ty => {
                     return Err(self.mismatch(format!(
-                        "argument `{}` is {ty} {shape:?}, but the signature declares {t}",
+                        "{what} `{}` is {ty} {shape:?}, but the signature declares {t}",
                         param.name,
                     )));
                 }
@@ -286,7 +325,7 @@ impl ElementwiseDef {
                 ParamType::Placeholder(c) => match bound.iter().find(|(p, ..)| *p == c) {
                     Some((_, first, first_name)) if *first != ty => {
                         return Err(self.mismatch(format!(
-                            "argument `{}` is {ty}, but placeholder `{c}` was bound to {first} by `{first_name}`",
+                            "{what} `{}` is {ty}, but placeholder `{c}` was bound to {first} by `{first_name}`",
                             param.name
                         )));
                     }
@@ -316,9 +355,9 @@ impl ElementwiseDef {
                 None => weak.push((c, ty, &param.name)),
             }
         }
-        // In order of first use among the inputs.
+        // In order of first use among the inputs, then the outputs.
         let mut types: Vec<(char, ScalarType)> = Vec::new();
-        for param in &sig.inputs {
+        for param in sig.inputs.iter().chain(&sig.outputs) {
             let ParamType::Placeholder(c) = param.ty else {
                 continue;
             };
@@ -328,9 +367,16 @@ impl ElementwiseDef {
             match bound.iter().chain(&weak).find(|(p, ..)| *p == c) {
                 Some(&(_, t, _)) => types.push((c, t)),
                 None => {
-                    return Err(
-                        self.mismatch(format!("type placeholder `{c}` is bound by no argument"))
-                    );
+                    let users: Vec<String> = (sig.outputs.iter())
+                        .filter(|p| p.ty == param.ty)
+                        .map(|p| format!("`{}`", p.name))
+                        .collect();
+                    return Err(self.mismatch(format!(
+                        "type placeholder `{c}` is bound only by output {}, which the call does \
+                         not give: give the outputs (their dtypes bind it), or use `{c}` for an \
+                         input",
+                        users.join(", ")
+                    )));
                 }
             }
         }
@@ -496,6 +542,74 @@ mod tests {
                 expected: 2,
                 actual: 1
             })
+        );
+    }
+
+    #[test]
+    fn given_outputs_bind_their_placeholders_as_array_inputs_do() {
+        use InputArg::{Array, Scalar};
+        use ScalarType::{Int32, Int64};
+        let k = ElementwiseDef::new("k", "X x, Y y", "Z z, X w", "Z alpha", "z = x + y;");
+        let sig = k.signature().unwrap();
+        let s: &[usize] = &[2];
+        let t = k
+            .bind_call(
+                &sig,
+                &[Array(Int32, s), Scalar(Float32)],
+                &[(Float64, s), (Int32, s)],
+            )
+            .unwrap();
+        assert_eq!(t, vec![('X', Int32), ('Y', Float32), ('Z', Float64)]);
+        // An output that contradicts an input's binding, or a concrete type, names both.
+        let e = k
+            .bind_call(
+                &sig,
+                &[Array(Int32, s), Scalar(Float32)],
+                &[(Float64, s), (Int64, s)],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("output `w` is int64, but placeholder `X` was bound to int32 by `x`"),
+            "{e}"
+        );
+        let c = ElementwiseDef::new("c", "T x", "float32 w", "", "w = x;");
+        let e = c
+            .bind_call(&c.signature().unwrap(), &[Array(Int32, s)], &[(Float64, s)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("output `w` is float64 [2], but the signature declares float32"),
+            "{e}"
+        );
+        // An output binds a placeholder its scalar inputs use: the scalar takes its type.
+        let sc = ElementwiseDef::new("sc", "T a", "T w", "", "w = a;");
+        let sig = sc.signature().unwrap();
+        assert_eq!(
+            sc.bind_call(&sig, &[Scalar(Int64)], &[(Float32, s)])
+                .unwrap(),
+            vec![('T', Float32)]
+        );
+        // Without the outputs, Z has no type; the message names the outputs that bind it.
+        let e = k
+            .bind_args(&k.signature().unwrap(), &[Array(Int32, s), Scalar(Float32)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`Z` is bound only by output `z`, which the call does not give"),
+            "{e}"
+        );
+        let e = k
+            .bind_call(
+                &k.signature().unwrap(),
+                &[Array(Int32, s), Scalar(Float32)],
+                &[(Float64, s)],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1 output(s) given, the signature declares 2"),
+            "{e}"
         );
     }
 

@@ -419,8 +419,8 @@ mod tests {
         assert_eq!(plan.shape, vec![2, 2]);
         assert_eq!(plan.indexing, Indexing::Contiguous);
         // Without array inputs the loop has the given shape; 2^31 elements need 64-bit indices.
-        let fill = ElementwiseSignature::new("", "T w", "T v").unwrap_err();
-        assert!(!fill.is_empty(), "a placeholder needs an array input");
+        let fill = ElementwiseSignature::new("", "float32 w", "T v").unwrap_err();
+        assert!(!fill.is_empty(), "a placeholder needs an array to bind it");
         let fill = ElementwiseSignature::new("", "float32 w", "float32 v").unwrap();
         let big = LoopPlan::new(&fill, &[], Some(&[1 << 16, 1 << 15])).unwrap();
         assert_eq!(big.looped, Vec::<usize>::new());

@@ -190,7 +190,15 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
         SignatureList::Outputs => outputs,
         SignatureList::Params => params,
     };
-    let sig = match ElementwiseSignature::new(&inputs.value(), &outputs.value(), &params.value()) {
+    // An op allocates its outputs: only its inputs can bind a placeholder.
+    let sig = ElementwiseSignature::new(&inputs.value(), &outputs.value(), &params.value())
+        .and_then(
+            |sig| match sig.unbound_by_inputs("an op allocates its outputs") {
+                errors if errors.is_empty() => Ok(sig),
+                errors => Err(errors),
+            },
+        );
+    let sig = match sig {
         Ok(sig) => sig,
         Err(errors) => {
             for e in errors.iter().take(MAX_REPORTED) {

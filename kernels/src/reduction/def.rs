@@ -198,6 +198,9 @@ impl ReductionDef {
                     ));
                 }
             }
+            for e in sig.unbound_by_inputs("a reduction kernel allocates its outputs") {
+                problems.push(format!("{}: {}", e.list, e.message));
+            }
             if sig.inputs.is_empty() {
                 problems.push("inputs: a reduction kernel needs an array input".to_string());
             }
@@ -329,7 +332,7 @@ mod tests {
         let bad = ReductionDef {
             name: "int",
             in_params: "raw T x, T b",
-            out_params: "T y",
+            out_params: "T y, U z",
             map_expr: "",
             reduce_expr: "a + b)",
             post_map_expr: "y = a",
@@ -345,6 +348,7 @@ mod tests {
             "invalid reduce_expr",
             "map_expr is empty",
             "identity is empty",
+            "outputs: type placeholder `U` is bound by no array input (a reduction kernel allocates its outputs)",
         ] {
             assert!(text.contains(want), "{want}: {text}");
         }

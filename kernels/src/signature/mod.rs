@@ -3,7 +3,8 @@
 //! A signature is a comma-separated list of parameters, each `[raw] TYPE NAME`:
 //!
 //! - `TYPE` is a one-letter type placeholder (`T`, `U`, ...), bound at launch from the dtypes of
-//!   the array inputs that use it, or a concrete type: `bool`, `int32`, `int64`, `float16`,
+//!   the array inputs that use it, or of the outputs the caller gives (CuPy's
+//!   `'X x, Y y' -> 'Z z'` with `z` passed in), or a concrete type: `bool`, `int32`, `int64`, `float16`,
 //!   `bfloat16`, `float32`, `float64`.
 //! - `raw` marks an array the kernel body indexes itself (with `i` and the loop size `n`)
 //!   instead of reading the element at the current index.
@@ -22,7 +23,7 @@
 //! assert!(sig.inputs[2].raw);
 //! assert_eq!(sig.outputs[0].ty, ParamType::Placeholder('T'));
 //!
-//! let err = ElementwiseSignature::new("T x, flaot y", "U w", "").unwrap_err();
+//! let err = ElementwiseSignature::new("T x, flaot y", "T w", "U alpha").unwrap_err();
 //! assert_eq!(err.len(), 2); // every mistake at once: an unknown type, an unbound placeholder
 //! ```
 
@@ -164,7 +165,11 @@ pub struct ElementwiseSignature {
 impl ElementwiseSignature {
     /// Parses and checks a kernel's inputs, outputs and scalar params. Besides each list's own
     /// grammar it checks that names are unique across the lists, that there is at least one
-    /// output, and that every placeholder is bound by an array input. Every mistake is returned.
+    /// output, and that every placeholder can be bound: used by an input or an output (a
+    /// placeholder of the scalar params alone has nothing to take its type from). A placeholder
+    /// that only outputs use is bound by the outputs a caller gives; where the outputs are
+    /// always allocated (an op, a reduction) [`unbound_by_inputs`](Self::unbound_by_inputs)
+    /// names it. Every mistake is returned.
     pub fn new(inputs: &str, outputs: &str, params: &str) -> Result<Self, Vec<SignatureError>> {
         let mut errors = Vec::new();
         let mut parse = |src: &str, list| {
@@ -191,7 +196,7 @@ impl ElementwiseSignature {
         for (list, p) in sig.lists() {
             if let ParamType::Placeholder(c) = p.ty {
                 used[letter(c)] = true;
-                bound[letter(c)] |= list == SignatureList::Inputs;
+                bound[letter(c)] |= list != SignatureList::Params;
             }
         }
         let mut seen: HashMap<&str, SignatureList> = HashMap::with_capacity(sig.len());
@@ -234,7 +239,7 @@ impl ElementwiseSignature {
                         list,
                         span: p.type_span.clone(),
                         message: format!(
-                            "type placeholder `{c}` is bound by no array input: use it for an input, or give a concrete type"
+                            "type placeholder `{c}` is bound by no array: use it for an input or an output, or give a concrete type"
                         ),
                     });
             }
@@ -244,6 +249,41 @@ impl ElementwiseSignature {
         } else {
             Err(errors)
         }
+    }
+
+    /// One error per placeholder that no input uses, at its first use: the mistakes of a
+    /// signature whose outputs are always allocated, so that only the inputs can bind its
+    /// placeholders (an op's `forward_gpu` kernel, a reduction kernel). `why` ends the message
+    /// (what allocates the outputs).
+    ///
+    /// ```
+    /// use kusari_kernels::ElementwiseSignature;
+    /// let sig = ElementwiseSignature::new("X x, Y y", "Z z", "").unwrap(); // z given binds Z
+    /// let e = sig.unbound_by_inputs("an op allocates its outputs");
+    /// assert_eq!(e.len(), 1);
+    /// assert_eq!(&"Z z"[e[0].span.clone()], "Z");
+    /// ```
+    pub fn unbound_by_inputs(&self, why: &str) -> Vec<SignatureError> {
+        let mut reported: Vec<char> = Vec::new();
+        let mut errors = Vec::new();
+        for (list, p) in self.lists() {
+            let ParamType::Placeholder(c) = p.ty else {
+                continue;
+            };
+            if reported.contains(&c) || self.inputs.iter().any(|q| q.ty == p.ty) {
+                continue;
+            }
+            reported.push(c);
+            errors.push(SignatureError {
+                list,
+                span: p.type_span.clone(),
+                message: format!(
+                    "type placeholder `{c}` is bound by no array input ({why}): use it for an \
+                     input, or give a concrete type"
+                ),
+            });
+        }
+        errors
     }
 
     /// The number of parameters in all three lists.
@@ -306,11 +346,25 @@ mod tests {
     }
 
     #[test]
-    fn placeholders_must_be_bound_by_an_array_input() {
-        let e = errors("float32 x", "U w", "V alpha");
-        assert_eq!(e.len(), 2);
-        assert!(e[0].contains("`U` is bound by no array input"));
-        assert!(e[1].contains("`V` is bound by no array input"));
+    fn placeholders_must_be_bound_by_an_input_or_an_output() {
+        let e = errors("float32 x", "float32 w", "V alpha, V beta");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].contains("`V` is bound by no array"), "{e:?}");
+        // An output binds it when the caller gives that output, as in CuPy.
+        let sig = ElementwiseSignature::new("X x, Y y", "Z z", "Z alpha").unwrap();
+        let e = sig.unbound_by_inputs("outputs are allocated");
+        assert_eq!(
+            e.len(),
+            1,
+            "one error per placeholder, at its first use: {e:?}"
+        );
+        assert_eq!(e[0].list, SignatureList::Outputs);
+        assert!(
+            e[0].message
+                .contains("`Z` is bound by no array input (outputs are allocated)")
+        );
+        let sig = ElementwiseSignature::new("T x", "T w, float32 v", "T alpha").unwrap();
+        assert!(sig.unbound_by_inputs("").is_empty());
     }
 
     #[test]

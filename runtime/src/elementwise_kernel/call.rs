@@ -69,7 +69,9 @@ scalar_arg!(Scalar, bool, i32, i64, half::f16, half::bf16, f32, f64);
 /// - **Type placeholders** bind as for arrays: every array using `T` must have one dtype. A
 ///   scalar binds weakly, as CuPy binds a Python scalar: where an array binds `T`, the scalar
 ///   is converted to that type; where only scalars bind `T`, they must have one dtype, which
-///   `T` takes (scalars that disagree are an error naming the placeholder).
+///   `T` takes (scalars that disagree are an error naming the placeholder). Outputs given
+///   bind as array inputs do (CuPy's `'X x' -> 'Z z'` with `z` passed in): a placeholder
+///   that only outputs use needs them, and a call without them is an error naming them.
 /// - **Parameters** ([`param`](Self::param), [`params`](Self::params)), one per scalar
 ///   parameter, each converted to its declared type by [`Scalar::to_dtype`]: an `i64` reaches
 ///   an `int64` parameter exactly, and a value that does not fit (2.5 or 2^40 for an `int32`, a float

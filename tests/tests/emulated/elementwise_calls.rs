@@ -6,7 +6,7 @@
 //! the strided variant, the same results); a broadcast loop too large to count is an error.
 
 use kusari::prelude::*;
-use kusari::{Error, Scalar, using_device};
+use kusari::{ElementwiseKernel, Error, Scalar, using_device};
 use kusari_tests::launch_form_kernels::{
     AXPY, IOTA, MUL_PLUS_INDEX, MUL_PLUS_INDEX_ALL_AXES, RAW_PLUS, SGD_STEP, SHIFT_I64,
     SUM_AND_DIFF,
@@ -137,9 +137,7 @@ fn outputs_that_do_not_fit_the_loop_are_errors_naming_them() {
     );
     let e = message(run(&on_gpu(&Array::zeros(&[2, 3], DType::F32).unwrap())));
     assert!(
-        e.contains(
-            "output `out` is float32 [2, 3], but the kernel writes float64 (placeholder `T`) there"
-        ),
+        e.contains("output `out` is float32, but placeholder `T` was bound to float64 by `w`"),
         "{e}"
     );
     let e = message(run(&on_gpu(&Array::zeros(&[3], DType::F64).unwrap())
@@ -421,4 +419,71 @@ fn a_broadcast_loop_whose_size_overflows_is_an_error() {
     // One of them alone is a loop that fits (2³² elements need 64-bit indexing).
     let plan = SUM_AND_DIFF.call().args(&[&tall, &tall]).plan().unwrap();
     assert_eq!(plan.shape, [1 << 32, 1]);
+}
+
+/// CuPy's `'X x, Y y' -> 'Z z'`: only the output uses `Z`, so the output the caller gives
+/// binds it.
+static ADD_INTO: ElementwiseKernel = ElementwiseKernel::new(
+    "add_into",
+    "X x, Y y",
+    "Z z",
+    "Z scale",
+    "z = scale * ((Z)x + (Z)y);",
+);
+
+#[test]
+fn an_output_given_binds_a_placeholder_that_no_input_uses() {
+    if !emulated("an_output_given_binds_a_placeholder_that_no_input_uses") {
+        return;
+    }
+    let xs = [1i32, -2, 3, 40];
+    let x = on_gpu(&Array::from_vec(xs.to_vec(), &[2, 2]).unwrap());
+    let ys = [0.25f32, -0.5];
+    let y = on_gpu(&Array::from_vec(ys.to_vec(), &[2]).unwrap());
+    // Z = float64 from z: the sum is taken in float64 and the parameter converts to it.
+    let z = on_gpu(&Array::zeros(&[2, 2], DType::F64).unwrap());
+    ADD_INTO
+        .call()
+        .args(&[&x, &y])
+        .param(2.0)
+        .out(&z)
+        .run()
+        .unwrap();
+    let expected: Vec<f64> = (0..4)
+        .map(|k| 2.0 * (f64::from(xs[k]) + f64::from(ys[k % 2])))
+        .collect();
+    assert_eq!(z.to_vec::<f64>().unwrap(), expected);
+    // Z = int64 from another output: the float32 y truncates in the body's cast.
+    let zi = on_gpu(&Array::zeros(&[2, 2], DType::I64).unwrap());
+    ADD_INTO
+        .call()
+        .args(&[&x, &y])
+        .param(3)
+        .out(&zi)
+        .run()
+        .unwrap();
+    let expected: Vec<i64> = (0..4)
+        .map(|k| 3 * (i64::from(xs[k]) + ys[k % 2] as i64))
+        .collect();
+    assert_eq!(zi.to_vec::<i64>().unwrap(), expected);
+    // The parameter must fit Z as bound by the output.
+    let e = message(ADD_INTO.call().args(&[&x, &y]).param(0.5).out(&zi).run());
+    assert!(
+        e.contains("parameter `scale` is 0.5 (float64), which does not fit its type int64 (placeholder `Z`)"),
+        "{e}"
+    );
+    // Without the output nothing binds Z: the error names the output to give.
+    let e = message(ADD_INTO.call().args(&[&x, &y]).param(2.0).run());
+    assert_eq!(
+        e,
+        "kernel add_into: type placeholder `Z` is bound only by output `z`, which the call does \
+         not give: give the outputs (their dtypes bind it), or use `Z` for an input"
+    );
+    // An output that contradicts an input's binding names both.
+    let same: ElementwiseKernel = ElementwiseKernel::new("same", "T x", "T w", "", "w = x;");
+    let e = message(same.call().arg(&x).out(&z).run());
+    assert!(
+        e.contains("output `w` is float64, but placeholder `T` was bound to int32 by `x`"),
+        "{e}"
+    );
 }
