@@ -20,6 +20,8 @@
 //! - [`grid`]: the grid of an elementwise launch, from the element count and the SM count.
 //! - [`atomic_file`]: files written atomically beside their target, and the cleanup of the
 //!   temporary files a killed writer left (the kernel cache's and kusari's checkpoints).
+//! - [`interner`]: strings kept for the life of the process, one copy per text, for
+//!   definitions built at run time.
 //! - [`stats`]: the counters of compiles, cache hits, module loads and launches.
 //! - [`upload`]: the per-device upload cache of loaded modules.
 //! - [`compile_error`](mod@compile_error): why a kernel did not compile (in every build, so errors can carry it).
@@ -36,6 +38,7 @@ pub mod compile_error;
 pub mod elementwise;
 pub mod env;
 pub mod grid;
+pub mod interner;
 pub mod launch_limits;
 pub mod loop_plan;
 pub mod names;
@@ -47,6 +50,7 @@ pub mod upload;
 
 pub use compile_error::CompileError;
 pub use elementwise::{ArgumentError, ElementwiseDef, InputArg, InvalidKernel};
+pub use interner::intern;
 pub use reduction::ReductionDef;
 
 /// The module [`reduction`] under its former name.

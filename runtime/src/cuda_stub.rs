@@ -9,7 +9,7 @@ use kusari_kernels::ElementwiseDef;
 
 use crate::cpu::CpuStorage;
 use crate::error::{Error, Result};
-use crate::launch_plan::{LaunchArgs, RawArg};
+use crate::launch_plan::{CachedVariant, LaunchArgs, RawArg};
 use crate::layout::Layout;
 use crate::op::{BinaryOp, CmpOp, FloatBinaryOp, FloatUnaryOp, Reduction, UnaryOp};
 use crate::window::Window;
@@ -293,6 +293,13 @@ pub(crate) struct RawLoads {
     _none: (),
 }
 
+impl RawLoads {
+    /// The devices the function is loaded on: none in this build.
+    pub(crate) fn ordinals(&self) -> Vec<usize> {
+        Vec::new()
+    }
+}
+
 /// A raw launch's grid, block and dynamic shared memory bytes.
 pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);
 
@@ -322,6 +329,16 @@ pub(crate) fn compile_raw(
         "raw module {} on cuda:{ordinal}",
         src.entry
     )))
+}
+
+/// The variants of an elementwise kernel loaded on a device: none in this build.
+pub(crate) fn cached_variants(_kernel: &ElementwiseDef) -> Vec<CachedVariant> {
+    Vec::new()
+}
+
+/// The variants of a reduction kernel loaded on a device: none in this build.
+pub(crate) fn cached_reduction_variants(_def: &kusari_kernels::ReductionDef) -> Vec<CachedVariant> {
+    Vec::new()
 }
 
 pub(crate) fn check_device(device: Device, op: &str) -> Result<()> {

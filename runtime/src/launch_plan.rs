@@ -121,6 +121,25 @@ pub struct LaunchPlan {
     pub layout_words: Vec<i64>,
 }
 
+/// One compiled variant of a kernel that this process has loaded on a device: what
+/// `ElementwiseKernel::cached_variants` and `ReductionKernel::cached_variants` list (CuPy's
+/// `cached_codes` role). A variant is compiled once per element types, loop form and device,
+/// and every later launch of that form reuses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CachedVariant {
+    /// The device it is loaded on.
+    pub device: crate::Device,
+    /// The placeholders' types, in the order the signature first uses them.
+    pub types: Vec<(char, DType)>,
+    /// The loop's form. An elementwise kernel: `"contiguous"`, or `"strided, N axes"`, then
+    /// `", 64-bit indices"` past 2^31 elements and `", in place"` for a launch given its
+    /// outputs (no `__restrict__` on its pointers). A reduction: `"layouts of up to N axes"`.
+    pub form: String,
+    /// The CUDA source compiled (its entry point and translation unit).
+    pub source: KernelSource,
+}
+
 fn arguments(kernel: &ElementwiseDef, msg: String) -> Error {
     Error::KernelArguments {
         kernel: kernel.name.to_string(),

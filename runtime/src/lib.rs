@@ -59,9 +59,9 @@ pub use graph::{
     GradOutputs, InputMeta, Variable, apply, grad,
 };
 pub use kusari_kernels as kernels;
-pub use kusari_kernels::ReductionDef;
+pub use kusari_kernels::{ReductionDef, intern};
 pub use kusari_macros::function_node;
-pub use launch_plan::LaunchPlan;
+pub use launch_plan::{CachedVariant, LaunchPlan};
 pub use raw_kernel::{Dim3, RawKernel, RawModule};
 pub use reduction_kernel::{ReductionKernel, array_reduction_kernels};
 pub use scalar::Scalar;

@@ -381,6 +381,16 @@ impl RawKernel {
         &self.inner.source
     }
 
+    /// The devices this kernel is loaded on (CuPy's `cached_codes` role for a raw kernel,
+    /// whose source is [`source`](Self::source)): each first launch on a device compiles
+    /// (through the binary cache) and loads it there. Empty before a launch, and in a build
+    /// or on a machine without CUDA.
+    pub fn loaded_devices(&self) -> Vec<Device> {
+        (self.inner.loads.ordinals().into_iter())
+            .map(Device::Cuda)
+            .collect()
+    }
+
     /// Launches the kernel on a `grid` of blocks of `block` threads with `args` (CuPy's
     /// `kernel(grid, block, args)`), on the CUDA device of its array arguments (the default
     /// device when there are none). The work is queued on the device's stream, like every

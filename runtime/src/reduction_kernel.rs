@@ -189,6 +189,14 @@ impl ReductionKernel {
         })
     }
 
+    /// The variants of this kernel that this process has compiled and loaded, on every device,
+    /// in no set order (CuPy's `cached_codes` role): one per element types, layout capacity
+    /// (`"layouts of up to N axes"`) and device, each with the CUDA source it compiled. Empty
+    /// before a launch, and in a build or on a machine without CUDA.
+    pub fn cached_variants(&self) -> Vec<crate::CachedVariant> {
+        crate::cuda::cached_reduction_variants(&self.def)
+    }
+
     /// The parsed signature, once the whole definition is checked
     /// ([`ReductionDef::signature`]): every mistake at once, in
     /// [`Error::InvalidKernel`].

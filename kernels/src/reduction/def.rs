@@ -9,7 +9,24 @@ use crate::names::{check_kernel_name, is_c_identifier};
 use crate::signature::{ElementwiseSignature, ParamType, ScalarType};
 
 /// A reduction kernel as written (CuPy's `ReductionKernel` arguments): every part a `'static`
-/// string, so that a definition is a `const` value.
+/// string, so that a definition is a `const` value. A part built at run time is given as
+/// [`intern`](crate::intern)`(&text)`, kept for the life of the process once per distinct
+/// text (see [`crate::interner`] for why).
+///
+/// ```
+/// use kusari_kernels::{ReductionDef, intern};
+/// let op = "max";
+/// let def = ReductionDef {
+///     name: intern(&format!("my_{op}")),
+///     in_params: "T x",
+///     out_params: "T y",
+///     map_expr: "x",
+///     reduce_expr: intern(&format!("{op}(a, b)")),
+///     post_map_expr: "y = a",
+///     ..ReductionDef::DEFAULT
+/// };
+/// assert!(def.signature().is_ok());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReductionDef {
     /// The kernel's name (a C identifier; shown by profilers and in messages).

@@ -22,7 +22,7 @@ use super::device::{CudaDevice, device};
 use super::driver::{Backend, BinaryTarget, Function, Module};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
-use crate::launch_plan::{LaunchArgs, Operand, aliasing_of, plan};
+use crate::launch_plan::{CachedVariant, LaunchArgs, Operand, aliasing_of, plan};
 use crate::layout::Layout;
 use crate::scalar::Scalar;
 use crate::{DType, Device};
@@ -224,9 +224,72 @@ impl Loaded {
     }
 }
 
-fn parsed(kernel: &ElementwiseDef) -> Result<Arc<Parsed>> {
+/// Every kernel launched so far, by identity.
+fn kernels() -> &'static RwLock<HashMap<KernelId, Arc<Parsed>>> {
     static TABLE: OnceLock<RwLock<HashMap<KernelId, Arc<Parsed>>>> = OnceLock::new();
-    let table = TABLE.get_or_init(Default::default);
+    TABLE.get_or_init(Default::default)
+}
+
+/// The variants of `kernel` this process has loaded, on every device, in no set order. Each
+/// source is generated again (a pure function of the variant).
+pub(crate) fn cached_variants(kernel: &ElementwiseDef) -> Vec<CachedVariant> {
+    let Some(parsed) = kernels()
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&KernelId::of(kernel))
+        .cloned()
+    else {
+        return Vec::new();
+    };
+    let keys: Vec<VariantKey> = (parsed.variants.read())
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .cloned()
+        .collect();
+    keys.into_iter()
+        .filter_map(|key| {
+            let types: Vec<(char, ScalarType)> = key
+                .types
+                .iter()
+                .map(|&(c, d)| (c, ScalarType::from(d)))
+                .collect();
+            let source = generate_code_aliasing(
+                kernel.name,
+                &parsed.sig,
+                kernel.code(),
+                &types,
+                key.indexing,
+                key.width,
+                key.aliasing,
+            )
+            .ok()?;
+            Some(CachedVariant {
+                device: Device::Cuda(key.ordinal),
+                form: form_of(key.indexing, key.width, key.aliasing),
+                types: key.types,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The form of an elementwise variant, as [`CachedVariant::form`] describes it.
+fn form_of(indexing: Indexing, width: IndexWidth, aliasing: Aliasing) -> String {
+    let mut form = match indexing {
+        Indexing::Contiguous => "contiguous".to_string(),
+        Indexing::Strided { ndim } => format!("strided, {ndim} axes"),
+    };
+    if width == IndexWidth::I64 {
+        form.push_str(", 64-bit indices");
+    }
+    if aliasing == Aliasing::InPlace {
+        form.push_str(", in place");
+    }
+    form
+}
+
+fn parsed(kernel: &ElementwiseDef) -> Result<Arc<Parsed>> {
+    let table = kernels();
     let id = KernelId::of(kernel);
     if let Some(p) = table
         .read()

@@ -42,8 +42,9 @@ pub use launch::kernel_stats;
 
 pub(crate) use device::check as check_device;
 pub(crate) use launch::CudaRef;
+pub(crate) use launch::cached_variants;
 pub(crate) use memory::CudaStorage;
 pub(crate) use raw::{RawDims, RawLoads, compile_raw, launch_raw};
-pub(crate) use reduction_launch::launch_reduction_on;
+pub(crate) use reduction_launch::{cached_reduction_variants, launch_reduction_on};
 
 pub use crate::device::host_fallback_count;

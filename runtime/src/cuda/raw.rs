@@ -22,6 +22,19 @@ pub(crate) struct RawLoads {
     loaded: Mutex<HashMap<usize, Arc<Loaded>>>,
 }
 
+impl RawLoads {
+    /// The devices the function is loaded on, in order.
+    pub(crate) fn ordinals(&self) -> Vec<usize> {
+        let mut ordinals: Vec<usize> = (self.loaded.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        ordinals.sort_unstable();
+        ordinals
+    }
+}
+
 /// The launch's configuration: grid, block and dynamic shared memory bytes (checked against
 /// CUDA's limits by the caller).
 pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);

@@ -20,6 +20,7 @@ use super::device::device;
 use super::launch::{CudaRef, KernelArgs, Loaded, launch_source};
 use super::memory::CudaStorage;
 use crate::error::{Error, Result};
+use crate::launch_plan::CachedVariant;
 use crate::scalar::Scalar;
 use crate::{DType, Device};
 
@@ -204,6 +205,42 @@ pub(crate) fn launch_reduction_on(
     Ok(outputs)
 }
 
+type Table = RwLock<HashMap<VariantKey, Arc<Variant>>>;
+
+/// Every reduction variant loaded so far.
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(Default::default)
+}
+
+/// The variants of `def` this process has loaded, on every device, in no set order.
+pub(crate) fn cached_reduction_variants(def: &ReductionDef) -> Vec<CachedVariant> {
+    let id = DefId::of(def);
+    let reduce_type = (def.reduce_type.as_ptr() as usize, def.reduce_type.len());
+    let keys: Vec<VariantKey> = (table().read())
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .filter(|k| k.def == id && k.reduce_type == reduce_type)
+        .cloned()
+        .collect();
+    let Ok(sig) = def.signature() else {
+        return Vec::new();
+    };
+    keys.into_iter()
+        .filter_map(|key| {
+            let source = generate_reduction(def, &sig, &key.types, key.capacity, 0).ok()?;
+            Some(CachedVariant {
+                device: Device::Cuda(key.ordinal),
+                types: (key.types.iter())
+                    .map(|&(c, t)| (c, DType::from(t)))
+                    .collect(),
+                form: format!("layouts of up to {} axes", key.capacity),
+                source,
+            })
+        })
+        .collect()
+}
+
 /// The loaded entry points of `def` for `types` and layouts of `capacity` dimensions on `dev`,
 /// generated, compiled and loaded on first use.
 fn variant(
@@ -213,9 +250,7 @@ fn variant(
     types: Vec<(char, ScalarType)>,
     capacity: usize,
 ) -> Result<Arc<Variant>> {
-    type Table = RwLock<HashMap<VariantKey, Arc<Variant>>>;
-    static TABLE: OnceLock<Table> = OnceLock::new();
-    let table = TABLE.get_or_init(Default::default);
+    let table = table();
     let key = VariantKey {
         def: DefId::of(def),
         reduce_type: (def.reduce_type.as_ptr() as usize, def.reduce_type.len()),

@@ -147,19 +147,37 @@ impl ElementwiseKernel {
     /// the signature (including every parameter name) and the body. [`new`](Self::new) is the
     /// `const` form, which checks nothing until the kernel is first used.
     ///
+    /// The parts may be built at run time (`String`s, `&str`s of any lifetime, as CuPy's
+    /// kernels are): each is [`intern`](crate::intern)ed, kept for the life of the process once
+    /// per distinct text, so the same definition built again shares the variants compiled for
+    /// the first. The `with_*` options take `'static` strings: give them `kusari::intern(&s)`.
+    ///
     /// ```
     /// use kusari::ElementwiseKernel;
     /// let err = ElementwiseKernel::try_new("scale", "T x, T int", "T w", "", "w = x;").unwrap_err();
     /// assert!(err.to_string().contains("`int` is a C++ keyword and cannot name a parameter"));
+    /// let (factor, ty) = (3, "float32");
+    /// let k = ElementwiseKernel::try_new(
+    ///     format!("times_{factor}"),
+    ///     format!("{ty} x"),
+    ///     format!("{ty} y"),
+    ///     "",
+    ///     format!("y = x * {factor}"),
+    /// )
+    /// .unwrap()
+    /// .with_preamble(kusari::intern(&format!("// built for {ty}")));
+    /// assert_eq!((k.name, k.body), ("times_3", "y = x * 3"));
     /// ```
     pub fn try_new(
-        name: &'static str,
-        inputs: &'static str,
-        outputs: &'static str,
-        params: &'static str,
-        body: &'static str,
+        name: impl AsRef<str>,
+        inputs: impl AsRef<str>,
+        outputs: impl AsRef<str>,
+        params: impl AsRef<str>,
+        body: impl AsRef<str>,
     ) -> Result<Self> {
-        let kernel = ElementwiseKernel::new(name, inputs, outputs, params, body);
+        let i = |s: &dyn AsRef<str>| crate::intern(s.as_ref());
+        let kernel =
+            ElementwiseKernel::new(i(&name), i(&inputs), i(&outputs), i(&params), i(&body));
         kernel.signature()?;
         Ok(kernel)
     }
@@ -172,6 +190,29 @@ impl ElementwiseKernel {
     /// [`Error::InvalidKernel`](crate::Error::InvalidKernel).
     pub fn signature(&self) -> Result<ElementwiseSignature> {
         Ok(self.def.signature()?)
+    }
+
+    /// The variants of this kernel that this process has compiled and loaded, on every device,
+    /// in no set order (CuPy's `cached_codes` role): one per element types, loop form
+    /// (contiguous or strided over N axes, 32- or 64-bit indices, in place or not) and device,
+    /// each with the CUDA source it compiled. Kernels with the same strings at the same
+    /// addresses (one `static`, or [`kusari::intern`](crate::intern)ed strings) share their
+    /// variants. Empty before a launch, and in a build or on a machine without CUDA.
+    ///
+    /// ```
+    /// use kusari::{Array, DType, Device, ElementwiseKernel};
+    /// static NEG: ElementwiseKernel = ElementwiseKernel::new("neg", "T x", "T y", "", "y = -x;");
+    /// assert!(NEG.cached_variants().is_empty());
+    /// if kusari::cuda::is_available() {
+    ///     let x = Array::zeros(&[4], DType::F32).unwrap().to_device(Device::Cuda(0)).unwrap();
+    ///     NEG.launch(&[&x], &[]).unwrap();
+    ///     let v = NEG.cached_variants();
+    ///     assert_eq!(v.len(), 1);
+    ///     assert_eq!((v[0].device, &v[0].types[..], &v[0].form[..]), (Device::Cuda(0), &[('T', DType::F32)][..], "contiguous"));
+    /// }
+    /// ```
+    pub fn cached_variants(&self) -> Vec<crate::CachedVariant> {
+        crate::cuda::cached_variants(&self.def)
     }
 
     /// Binds each type placeholder to the dtype of the array inputs that use it, checking that a

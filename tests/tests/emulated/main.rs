@@ -5,12 +5,14 @@
 //!
 //! | module | what it tests |
 //! |---|---|
+//! | `cached_variants` | what a kernel compiled (`cached_variants`, `loaded_devices`); kernels from owned strings |
 //! | `device` | the emulated device itself: crashes on memory errors, poisoned memory, two devices |
 //! | `elementwise_calls` | `ElementwiseKernel::call`: typed parameters, outputs given, scalars, `reduce_dims` |
 //! | `elementwise_code` | a kernel's code besides its body: preamble, `loop_prep`, `after_loop` |
 //! | `reduction_kernels` | `ReductionKernel` against f64 references, every plan strategy |
 //! | `raw_kernels` | `RawKernel` and `RawModule`: grids, shared memory, atomics, the caches |
 
+mod cached_variants;
 mod device;
 mod elementwise_calls;
 mod elementwise_code;
