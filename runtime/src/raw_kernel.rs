@@ -226,7 +226,10 @@ impl RawModule {
             )));
         }
         let params = match self.inner.functions.iter().find(|f| f.name == name) {
-            Some(f) if f.extern_c => Ok(f.params.clone()),
+            Some(f) if f.extern_c => match &f.unchecked {
+                Some(why) => Err(format!("{why}; its arguments are not checked")),
+                None => Ok(f.params.clone()),
+            },
             Some(_) => {
                 return Err(invalid(format!(
                     "`{name}` is not declared `extern \"C\"`: its compiled name is C++-mangled, \
@@ -236,7 +239,8 @@ impl RawModule {
             }
             None if mentions(&self.inner.code, name) => Err(format!(
                 "`{name}` is not declared as `extern \"C\" __global__ void {name}(..)` in a form \
-                 kusari reads (a macro or a template?), so its arguments are not checked"
+                 kusari reads (a template, or a name made by `##`?), so its arguments are not \
+                 checked"
             )),
             None => {
                 let names = self.kernel_names();
@@ -250,10 +254,23 @@ impl RawModule {
                 )));
             }
         };
+        // Parameters of types kusari does not read pass their arguments as given.
+        let unknown: Vec<String> = (params.iter().flatten().enumerate())
+            .filter(|(_, p)| p.ty == RawParamType::Unknown)
+            .map(|(i, p)| format!("parameter {i} (declared `{}`)", p.decl))
+            .collect();
+        let unknown = (!unknown.is_empty()).then(|| {
+            format!(
+                "{} of a type kusari does not read (a struct, a template argument), so its \
+                 argument is passed as given, unchecked",
+                unknown.join(", ")
+            )
+        });
         Ok(RawKernel {
             inner: Arc::new(KernelInner {
                 source: self.kernel_source(name),
                 params,
+                unknown,
                 loads: RawLoads::default(),
             }),
         })
@@ -321,6 +338,8 @@ struct KernelInner {
     source: KernelSource,
     /// The declared parameters, or why they could not be read.
     params: std::result::Result<Vec<RawParam>, String>,
+    /// The parameters of types kusari does not read, whose arguments pass unchecked.
+    unknown: Option<String>,
     /// The function loaded per device.
     loads: RawLoads,
 }
@@ -370,9 +389,49 @@ impl RawKernel {
         self.inner.params.as_deref().ok()
     }
 
-    /// Why the arguments of this kernel's launches are not checked, if they are not.
+    /// Why the arguments of this kernel's launches are not checked, or not all of them, if so:
+    /// a declaration kusari could not find or that depends on what it cannot know when it
+    /// reads the source (`#if __CUDA_ARCH__ >= 800`; then no argument is checked), or
+    /// parameters of types it does not read (then theirs are not). Every launch error of the
+    /// kernel repeats it.
+    ///
+    /// ```
+    /// use kusari::RawKernel;
+    /// let k = RawKernel::new(
+    ///     "struct P { float a, b; };\n\
+    ///      extern \"C\" __global__ void k(P p, float* out) { out[0] = p.a + p.b; }",
+    ///     "k",
+    /// )
+    /// .unwrap();
+    /// let why = k.unchecked_reason().unwrap();
+    /// assert!(why.contains("parameter 0 (declared `P p`)"), "{why}");
+    /// let e = k.launch(1, 1, &[1.0f32.into(), 2.0f32.into()]).unwrap_err().to_string();
+    /// assert!(e.contains("parameter 1 `out`") && e.contains("declared `P p`"), "{e}");
+    /// ```
     pub fn unchecked_reason(&self) -> Option<&str> {
-        self.inner.params.as_ref().err().map(String::as_str)
+        match &self.inner.params {
+            Err(why) => Some(why),
+            Ok(_) => self.inner.unknown.as_deref(),
+        }
+    }
+
+    /// `e` naming why this kernel's arguments are not all checked, if they are not: a launch
+    /// that fails may have failed for it.
+    fn noting_unchecked(&self, e: Error) -> Error {
+        let Some(why) = self.unchecked_reason() else {
+            return e;
+        };
+        match e {
+            Error::KernelArguments { kernel, msg } => Error::KernelArguments {
+                kernel,
+                msg: format!("{msg} (note: {why})"),
+            },
+            Error::Cuda { op, msg } => Error::Cuda {
+                op,
+                msg: format!("{msg} (note: {why})"),
+            },
+            other => other,
+        }
     }
 
     /// The source compiled for it (its module's), with the kernel as the entry point: what a
@@ -422,6 +481,17 @@ impl RawKernel {
         args: &[KernelArg<'_>],
     ) -> Result<()> {
         let (Dim3(grid), Dim3(block)) = (grid.into(), block.into());
+        self.launch_checked(grid, block, shared_mem, args)
+            .map_err(|e| self.noting_unchecked(e))
+    }
+
+    fn launch_checked(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: usize,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
         check_launch(grid, block, shared_mem).map_err(|msg| self.arg_error(msg))?;
         let packed = self.pack(args)?;
         let raw_args: Vec<RawArg<(&Storage, &Layout)>> = packed

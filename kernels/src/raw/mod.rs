@@ -7,23 +7,33 @@
 //! - [`parse_kernels`]: the `__global__` functions a source declares, with their parameter
 //!   lists read as C declarations, so that a launch can check its arguments against them.
 //!
+//! The source is read as the compiler reads it: preprocessed first (`preprocess`: lines
+//! spliced, comments removed, `#define`/`#undef` and `#if`/`#ifdef`/`#elif`/`#else` obeyed with
+//! the kernel's own `-D`/`-U` options, macros expanded in declarations), so a kernel declared
+//! by a macro is found, and a parameter's type chosen by `#if PRECISION == 2` is the one
+//! compiled. A declaration that depends on what kusari cannot know when it reads the source
+//! (`__CUDA_ARCH__`, the compiler's version, a quoted `#include`) is marked
+//! ([`RawFunction::unchecked`]) rather than guessed.
+//!
 //! The parser reads what a kernel's parameter list usually holds: the built-in arithmetic types
 //! (`bool`, `char`, `short`, `int`, `long`, `long long`, `unsigned ...`, `float`, `double`), the
 //! fixed-width and size types (`int32_t`, `uint64_t`, `size_t`, `ptrdiff_t`, ...), the half
 //! types (`half`, `__half`, `__nv_bfloat16`), pointers and arrays of them, the qualifiers
-//! `const`, `volatile`, `__restrict__` and `__grid_constant__`, and names that simple
-//! `#define NAME type`, `typedef type NAME;` or `using NAME = type;` lines (or `-D` options) give
-//! a type. What it cannot read is [`RawParamType::Unknown`] (a by-value struct, a template
-//! argument), whose argument is then passed unchecked, or a pointer of unknown pointee, which
-//! takes any array. A kernel declared by a macro or a template is not found at all, and its
-//! launches are not checked.
+//! `const`, `volatile`, `__restrict__` and `__grid_constant__`, and names that macros,
+//! `typedef type NAME;` or `using NAME = type;` give a type. What it cannot read is
+//! [`RawParamType::Unknown`] (a by-value struct, a template argument), whose argument is then
+//! passed unchecked (the kernel's `unchecked_reason` names it), or a pointer of unknown
+//! pointee, which takes any array. A template kernel is not found (its compiled name is
+//! mangled).
 //!
-//! One concept a file: `source` (the translation unit and its options), `params` (the types a
-//! kernel's parameters are read as) and `parse` (the C declaration parser that reads them). The
-//! limits a launch is checked against are [`crate::launch_limits`]'s.
+//! One concept a file: `source` (the translation unit and its options), `preprocess` (what the
+//! compiler sees of it), `params` (the types a kernel's parameters are read as) and `parse` (the
+//! C declaration parser that reads them). The limits a launch is checked against are
+//! [`crate::launch_limits`]'s.
 
 mod params;
 mod parse;
+mod preprocess;
 mod source;
 
 pub use params::{CType, RawFunction, RawParam, RawParamType};

@@ -121,4 +121,8 @@ pub struct RawFunction {
     pub extern_c: bool,
     /// Its parameters, in order.
     pub params: Vec<RawParam>,
+    /// Why its declaration may not be the one the compiler sees (it depends on a condition
+    /// kusari cannot decide, such as `#if __CUDA_ARCH__ >= 800`), so that its parameters must
+    /// not be trusted; `None` when it is the compiler's.
+    pub unchecked: Option<String>,
 }

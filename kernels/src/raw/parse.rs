@@ -1,97 +1,40 @@
 //! The C declaration parser: the `__global__` functions a raw source declares
-//! ([`parse_kernels`]), found by a tokenizer that skips comments, strings and preprocessor
-//! lines (reading simple `#define NAME type` aliases), each parameter list read into
-//! [`RawParam`]s.
+//! ([`parse_kernels`]), found in the tokens the compiler sees ([`super::preprocess`]: macros
+//! expanded, conditions decided), each parameter list read into [`RawParam`]s, with `typedef`
+//! and `using` aliases of types.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use super::params::{CType, RawFunction, RawParam, RawParamType};
+use super::preprocess::{PpKind, preprocess};
 
-/// A token of the source: an identifier or number, a string literal, or one punctuation
-/// character (`::` is one token).
+/// A token of the source as the compiler sees it (after [`preprocess`]): an identifier or
+/// number, a string or character literal, or one punctuation character (`::` is two).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Token {
     Word(String),
     Str(String),
     Punct(char),
-    /// The end of a preprocessor line.
-    LineEnd,
 }
 
-/// The source without comments, as tokens; preprocessor lines are kept, each closed by
-/// [`Token::LineEnd`] after its `#`.
-fn tokens(source: &str) -> Vec<Token> {
-    let chars: Vec<char> = source.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut in_directive = false;
-    let mut line_start = true;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\n' {
-            if in_directive && !(i > 0 && chars[i - 1] == '\\') {
-                out.push(Token::LineEnd);
-                in_directive = false;
-            }
-            line_start = true;
-            i += 1;
-            continue;
-        }
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        if c == '/' && chars.get(i + 1) == Some(&'/') {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        }
-        if c == '/' && chars.get(i + 1) == Some(&'*') {
-            i += 2;
-            while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
-                i += 1;
-            }
-            i += 2;
-            continue;
-        }
-        let at_line_start = line_start;
-        line_start = false;
-        if c == '#' && at_line_start {
-            in_directive = true;
-            out.push(Token::Punct('#'));
-            i += 1;
-        } else if c == '"' || c == '\'' {
-            let mut s = String::new();
-            i += 1;
-            while i < chars.len() && chars[i] != c && chars[i] != '\n' {
-                if chars[i] == '\\' {
-                    i += 1;
-                }
-                if let Some(&ch) = chars.get(i) {
-                    s.push(ch);
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push(Token::Str(s));
-        } else if c.is_alphanumeric() || c == '_' {
-            let start = i;
-            while i < chars.len()
-                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
-            {
-                i += 1;
-            }
-            out.push(Token::Word(chars[start..i].iter().collect()));
-        } else {
-            out.push(Token::Punct(c));
-            i += 1;
+/// The source's tokens after preprocessing, each with why it may not be what the compiler
+/// sees, if so.
+fn tokens(source: &str) -> (Vec<Token>, Vec<Option<Rc<str>>>) {
+    let mut toks = Vec::new();
+    let mut why = Vec::new();
+    for t in preprocess(source) {
+        let kinds = match t.kind {
+            PpKind::Ident(w) | PpKind::Number(w) => vec![Token::Word(w)],
+            PpKind::Str(s) | PpKind::Char(s) => vec![Token::Str(s)],
+            PpKind::Punct(p) => p.chars().map(Token::Punct).collect(),
+        };
+        for k in kinds {
+            toks.push(k);
+            why.push(t.uncertain.clone());
         }
     }
-    if in_directive {
-        out.push(Token::LineEnd);
-    }
-    out
+    (toks, why)
 }
 
 fn word(t: &Token) -> Option<&str> {
@@ -173,8 +116,8 @@ fn builtin_type(words: &[&str]) -> Option<Result<CType, ()>> {
     Some(Ok(t))
 }
 
-/// The types of names that `#define NAME words`, `typedef words NAME;` and `using NAME =
-/// words;` give, as the words.
+/// The types of names that `typedef words NAME;` and `using NAME = words;` give, as the
+/// words.
 fn aliases(toks: &[Token]) -> HashMap<String, Vec<String>> {
     let mut map = HashMap::new();
     let mut i = 0;
@@ -193,15 +136,6 @@ fn aliases(toks: &[Token]) -> HashMap<String, Vec<String>> {
     };
     while i < toks.len() {
         match (&toks[i], toks.get(i + 1), toks.get(i + 2)) {
-            (Token::Punct('#'), Some(Token::Word(d)), Some(Token::Word(name))) if d == "define" => {
-                let after_name = toks.get(i + 3);
-                if after_name != Some(&Token::Punct('('))
-                    && let Some((ws, _)) = words_until(i + 3, &|t| *t == Token::LineEnd)
-                    && !ws.is_empty()
-                {
-                    map.insert(name.clone(), ws);
-                }
-            }
             (Token::Word(t), _, _) if t == "typedef" => {
                 if let Some((mut ws, _)) = words_until(i + 1, &|t| *t == Token::Punct(';'))
                     && let Some(name) = ws.pop().filter(|n| n != "*")
@@ -229,7 +163,6 @@ fn parse_param(toks: &[Token], aliases: &HashMap<String, Vec<String>>) -> RawPar
             Token::Word(w) => w.clone(),
             Token::Str(s) => format!("\"{s}\""),
             Token::Punct(c) => c.to_string(),
-            Token::LineEnd => String::new(),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -361,6 +294,7 @@ fn parse_function(
             name,
             extern_c,
             params,
+            unchecked: None,
         },
         close + 1,
     ))
@@ -409,7 +343,7 @@ fn close_of(toks: &[Token], open: usize) -> Option<usize> {
 /// assert_eq!(k[0].params[1].name.as_deref(), Some("x"));
 /// ```
 pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
-    let toks = tokens(source);
+    let (toks, uncertain) = tokens(source);
     let aliases = aliases(&toks);
     let mut found: Vec<RawFunction> = Vec::new();
     // For each open brace: whether it opened an `extern "C"` block.
@@ -419,12 +353,6 @@ pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
     let mut i = 0;
     while i < toks.len() {
         match &toks[i] {
-            Token::Punct('#') => {
-                while i < toks.len() && toks[i] != Token::LineEnd {
-                    i += 1;
-                }
-                decl_start = i + 1;
-            }
             Token::Punct('{') => {
                 let extern_block = i >= 2
                     && word(&toks[i - 2]) == Some("extern")
@@ -444,7 +372,16 @@ pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
                     || head
                         .windows(2)
                         .any(|w| word(&w[0]) == Some("extern") && w[1] == Token::Str("C".into()));
-                if let Some((f, end)) = parse_function(&toks, i + 1, extern_c, &aliases) {
+                if let Some((mut f, end)) = parse_function(&toks, i + 1, extern_c, &aliases) {
+                    f.unchecked = uncertain[decl_start..end]
+                        .iter()
+                        .find_map(|w| w.as_deref())
+                        .map(|w| {
+                            format!(
+                                "`{}` is declared where the compiler may see another declaration: {w}",
+                                f.name
+                            )
+                        });
                     if !template && !found.iter().any(|g| g.name == f.name) {
                         found.push(f);
                     }
@@ -572,6 +509,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(types(&src.source), [Pointer(Some(Double)), Scalar(Double)]);
+    }
+
+    #[test]
+    fn reads_the_source_as_the_compiler_sees_it() {
+        // A parameter list continued after a backslash (CuPy's RawModule example).
+        let k = parse_kernels(
+            "extern \"C\"{\n__global__ void s(const float* x, float* y, \\\n unsigned int N) {}\n}",
+        );
+        assert_eq!(
+            k[0].params.iter().map(|p| p.ty).collect::<Vec<_>>(),
+            [Pointer(Some(Float)), Pointer(Some(Float)), Scalar(UInt(4))]
+        );
+        assert!(k[0].extern_c);
+        // The branch an option chooses, and a kernel whose head is a macro.
+        let src = "#if PRECISION == 2\ntypedef double real;\n#else\ntypedef float real;\n#endif\n\
+                   #define KERNEL(name) extern \"C\" __global__ void name\n\
+                   KERNEL(k)(real* x) {}";
+        for (option, want) in [("-DPRECISION=2", Double), ("-DPRECISION=1", Float)] {
+            let src = raw_source("m", "k", src, &[option.into()]).unwrap();
+            assert_eq!(types(&src.source), [Pointer(Some(want))], "{option}");
+        }
+        // What depends on the device is read, and marked.
+        let k = parse_kernels(
+            "#ifdef __CUDA_ARCH__\n#define T double\n#else\n#define T float\n#endif\n\
+             extern \"C\" __global__ void k(T* x) {}\n\
+             extern \"C\" __global__ void plain(float* x) {}",
+        );
+        let why = k[0].unchecked.as_deref().unwrap();
+        assert!(why.starts_with("`k` is declared where the compiler may see another"), "{why}");
+        assert!(why.contains("`__CUDA_ARCH__` depends on the device"), "{why}");
+        assert_eq!(k[1].unchecked, None);
     }
 
     #[test]

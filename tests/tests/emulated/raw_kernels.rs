@@ -1,9 +1,12 @@
 //! Raw kernels (CuPy's `RawKernel` and `RawModule`) on the emulated CUDA device, against host
 //! results: a saxpy with a scalar, a tiled transpose on a 2-D grid with static shared memory
 //! and `__syncthreads`, a 3-D grid, dynamic shared memory, atomicAdd histograms and sums, a
-//! module of two kernels and a `__device__` helper, both caches on second use; and every
-//! argument and launch mistake as an error naming the kernel and the parameter. Every kernel
-//! here also compiles with NVRTC.
+//! module of two kernels and a `__device__` helper, both caches on second use; sources read as
+//! the compiler reads them (CuPy's continued parameter lists, types chosen by `#if` on an
+//! option, macros in declarations, and a declaration that depends on `__CUDA_ARCH__`, which is
+//! not trusted); and every argument and launch mistake as an error naming the kernel and the
+//! parameter. Every kernel here also compiles with NVRTC, whose PTX has the parameters kusari
+//! read.
 
 use kusari::cuda::KernelStats;
 use kusari::kernels::compile::{compile_ptx, nvrtc_available};
@@ -107,7 +110,7 @@ extern "C" __global__ void scale_all(float* y, float by, int n) {
 }
 "#;
 
-/// A kernel declared through a macro, which the parameter parser cannot read.
+/// A kernel declared through a macro: read as the compiler reads it, after expansion.
 const BY_MACRO: &str = r#"
 #define FILL_KERNEL(name, T) \
     extern "C" __global__ void name(T* out, T v, int n) { \
@@ -115,6 +118,74 @@ const BY_MACRO: &str = r#"
         if (i < n) out[i] = v; \
     }
 FILL_KERNEL(fill_by_macro, float)
+"#;
+
+/// CuPy's `RawModule` example as its documentation writes it: an `extern "C"` block whose
+/// parameter lists continue on the next line after a backslash, and an `unsigned int` size.
+const CUPY_SUMS: &str = r#"
+extern "C"{
+
+__global__ void test_sum(const float* x1, const float* x2, float* y, \
+                         unsigned int N)
+{
+    unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+    if (tid < N)
+    {
+        y[tid] = x1[tid] + x2[tid];
+    }
+}
+
+__global__ void test_multiply(const float* x1, const float* x2, float* y, \
+                              unsigned int N)
+{
+    unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+    if (tid < N)
+    {
+        y[tid] = x1[tid] * x2[tid];
+    }
+}
+
+}
+"#;
+
+/// The element type chosen by `#if` on a `-D` option, as the compiler chooses it.
+const BY_PRECISION: &str = r#"
+#if PRECISION == 2
+typedef double real;
+#define REAL_ONE 1.0
+#else
+typedef float real;
+#define REAL_ONE 1.0f
+#endif
+extern "C" __global__ void scale_add_one(real* x, real by, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * by + REAL_ONE;
+}
+"#;
+
+/// Macros in the declaration itself: the kernel's head and an `unsigned int` parameter type.
+const BY_MACRO_TYPES: &str = r#"
+#define INDEX unsigned int
+#define KERNEL(name) extern "C" __global__ void name
+KERNEL(iota_from)(long long* out, INDEX start, INDEX n) {
+    INDEX i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (long long)start + i;
+}
+"#;
+
+/// A parameter type that depends on the device's architecture, which kusari cannot know when
+/// it reads the source (the emulated device, like a host compiler, leaves `__CUDA_ARCH__`
+/// undefined and takes the float branch).
+const BY_ARCH: &str = r#"
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define ACC double
+#else
+#define ACC float
+#endif
+extern "C" __global__ void arch_scale(ACC* x, ACC by, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * by;
+}
 "#;
 
 /// The README's module (its `RawKernel` section), as it is there.
@@ -126,7 +197,12 @@ const README_MODULE: &str = "__device__ T twice(T v) { return v + v; }\n\
 
 /// Every kernel source of this file with its options, and the README's: each compiles with
 /// NVRTC too.
-const ALL: [(&str, &[&str]); 9] = [
+const ALL: [(&str, &[&str]); 14] = [
+    (CUPY_SUMS, &[]),
+    (BY_PRECISION, &["-DPRECISION=2"]),
+    (BY_PRECISION, &[]),
+    (BY_MACRO_TYPES, &[]),
+    (BY_ARCH, &[]),
     (SHARED_SLOTS, &[]),
     (README_MODULE, &["-DT=double"]),
     (SAXPY, &[]),
@@ -375,26 +451,137 @@ fn a_module_with_two_kernels_and_a_device_helper() {
 }
 
 #[test]
-fn a_kernel_declared_by_a_macro_runs_unchecked() {
-    if !emulated("a_kernel_declared_by_a_macro_runs_unchecked") {
+fn a_kernel_declared_by_a_macro_is_read_through_the_macro() {
+    if !emulated("a_kernel_declared_by_a_macro_is_read_through_the_macro") {
         return;
     }
     let k = RawKernel::new(BY_MACRO, "fill_by_macro").unwrap();
-    assert!(k.params().is_none());
-    let why = k.unchecked_reason().unwrap();
-    assert!(
-        why.contains("fill_by_macro") && why.contains("not checked"),
-        "{why}"
-    );
+    assert_eq!(k.params().unwrap().len(), 3);
+    assert_eq!(k.unchecked_reason(), None);
     let out = on_gpu(&Array::zeros(&[5], DType::F32).unwrap());
-    k.launch(1, 8, &[(&out).into(), 2.5f32.into(), 5i32.into()])
+    // The float64 scalar is converted to the declared `float`, exactly.
+    k.launch(1, 8, &[(&out).into(), 2.5f64.into(), 5i64.into()])
         .unwrap();
     assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.5; 5]);
-    // The emulated device still checks the widths the compiled kernel reads.
+    let e = launch_error(&k, &[(&out).into(), 2.5f32.into(), 2.5f32.into()]);
+    assert!(
+        e.contains("parameter 2 `n` (declared `int n`) cannot hold argument 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cupys_module_with_continued_parameter_lists_runs_checked() {
+    if !emulated("cupys_module_with_continued_parameter_lists_runs_checked") {
+        return;
+    }
+    use kusari::kernels::raw::{CType, RawParamType};
+    let module = RawModule::new(CUPY_SUMS).unwrap();
+    assert_eq!(module.kernel_names(), ["test_sum", "test_multiply"]);
+    let (x1, x2) = ([1.5, -2.0, 3.0, 0.25], [2.0, 4.0, -1.0, 8.0]);
+    for (name, op) in [("test_sum", 0), ("test_multiply", 1)] {
+        let k = module.get_function(name).unwrap();
+        assert_eq!(k.unchecked_reason(), None);
+        let last = k.params().unwrap()[3].clone();
+        assert_eq!(
+            (last.ty, last.decl.as_str()),
+            (RawParamType::Scalar(CType::UInt(4)), "unsigned int N")
+        );
+        let (a, b) = (on_gpu(&f32s(&x1)), on_gpu(&f32s(&x2)));
+        let y = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
+        // An int64 size arrives as the declared 4-byte unsigned int.
+        k.launch(1, 32, &[(&a).into(), (&b).into(), (&y).into(), 4i64.into()])
+            .unwrap();
+        let expected: Vec<f32> = (0..4)
+            .map(|i| match op {
+                0 => (x1[i] + x2[i]) as f32,
+                _ => (x1[i] * x2[i]) as f32,
+            })
+            .collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), expected);
+        let e = launch_error(&k, &[(&a).into(), (&b).into(), (&y).into(), (-1i64).into()]);
+        assert!(
+            e.contains("parameter 3 `N` (declared `unsigned int N`) cannot hold argument 3, -1"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_type_chosen_by_an_option_is_the_one_compiled() {
+    if !emulated("a_type_chosen_by_an_option_is_the_one_compiled") {
+        return;
+    }
+    let xs = [1.0, -0.5, 3.25];
+    let double =
+        RawKernel::with_options(BY_PRECISION, "scale_add_one", &["-DPRECISION=2"]).unwrap();
+    let x = on_gpu(&Array::from_vec(xs.to_vec(), &[3]).unwrap());
+    double
+        .launch(1, 32, &[(&x).into(), 3.0.into(), 3.into()])
+        .unwrap();
+    let expected: Vec<f64> = xs.iter().map(|v| v * 3.0 + 1.0).collect();
+    assert_eq!(x.to_vec::<f64>().unwrap(), expected);
+    let e = launch_error(
+        &double,
+        &[(&on_gpu(&f32s(&xs))).into(), 3.0.into(), 3.into()],
+    );
+    assert!(e.contains("parameter 0 `x` (declared `real* x`) points to double, but argument 0 is a float32 array"), "{e}");
+    // Without the option, float.
+    let single = RawKernel::new(BY_PRECISION, "scale_add_one").unwrap();
+    let x = on_gpu(&f32s(&xs));
+    single
+        .launch(1, 32, &[(&x).into(), 3.0.into(), 3.into()])
+        .unwrap();
+    let expected: Vec<f32> = xs.iter().map(|v| (v * 3.0 + 1.0) as f32).collect();
+    assert_eq!(x.to_vec::<f32>().unwrap(), expected);
+}
+
+#[test]
+fn macros_in_a_declaration_give_its_types_and_scalars_their_width() {
+    if !emulated("macros_in_a_declaration_give_its_types_and_scalars_their_width") {
+        return;
+    }
+    let k = RawKernel::new(BY_MACRO_TYPES, "iota_from").unwrap();
+    let out = on_gpu(&Array::zeros(&[4], DType::I64).unwrap());
+    // 3e9 fits the declared unsigned int, not an int.
+    let start = 3_000_000_000i64;
+    k.launch(1, 32, &[(&out).into(), start.into(), 4.into()])
+        .unwrap();
+    let expected: Vec<i64> = (0..4).map(|i| start + i).collect();
+    assert_eq!(out.to_vec::<i64>().unwrap(), expected);
+    let e = launch_error(&k, &[(&out).into(), (1i64 << 32).into(), 4.into()]);
+    assert!(
+        e.contains("parameter 1 `start` (declared `unsigned int start`) cannot hold argument 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_declaration_that_depends_on_the_device_is_not_trusted_and_says_so() {
+    if !emulated("a_declaration_that_depends_on_the_device_is_not_trusted") {
+        return;
+    }
+    let k = RawKernel::new(BY_ARCH, "arch_scale").unwrap();
+    assert!(k.params().is_none());
+    let why = k.unchecked_reason().unwrap().to_string();
+    assert!(
+        why.contains("`__CUDA_ARCH__` depends on the device") && why.contains("not checked"),
+        "{why}"
+    );
+    let x = on_gpu(&f32s(&[1.0, 2.0]));
+    k.launch(1, 32, &[(&x).into(), 2.0f32.into(), 2i32.into()])
+        .unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    // The emulated device still checks the widths the compiled kernel reads, and the error
+    // says why kusari did not.
     let e = k
-        .launch(1, 8, &[(&out).into(), 2.5f64.into(), 5i32.into()])
-        .unwrap_err();
-    assert!(e.to_string().contains("wrong width"), "{e}");
+        .launch(1, 32, &[(&x).into(), 2.0f64.into(), 2i32.into()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("wrong width") && e.contains(&format!("(note: {why})")),
+        "{e}"
+    );
 }
 
 /// Each thread writes its slot of dynamic shared memory.
@@ -711,21 +898,52 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
     let mut compiled = 0;
     for (code, options) in ALL {
         let module = RawModule::with_options(code, options).unwrap();
-        let names = match module.kernel_names() {
-            n if n.is_empty() => vec!["fill_by_macro"],
-            n => n,
-        };
+        let names = module.kernel_names();
+        assert!(!names.is_empty(), "every kernel here is read: {code}");
         for name in names {
             let k = module.get_function(name).unwrap();
             for arch in ["compute_80", "compute_90"] {
                 let ptx = compile_ptx(k.source(), arch)
                     .unwrap_or_else(|e| panic!("{name} for {arch}: {e}"));
                 assert!(ptx.contains(&format!(".entry {name}")), "{name}: {ptx}");
+                // The parameters kusari read are the ones NVRTC compiled.
+                if let Some(params) = k.params() {
+                    let read: Vec<(usize, bool)> = params.iter().map(ptx_form).collect();
+                    assert_eq!(read, ptx_params(&ptx, name), "{name} {options:?}");
+                }
                 compiled += 1;
             }
         }
     }
-    assert_eq!(compiled, 2 * 10);
+    assert_eq!(compiled, 2 * 16);
+}
+
+/// A parameter as PTX declares it: its width in bytes and whether it is floating-point.
+fn ptx_form(p: &kusari::kernels::raw::RawParam) -> (usize, bool) {
+    use kusari::kernels::raw::{CType, RawParamType};
+    match p.ty {
+        RawParamType::Pointer(_) => (8, false),
+        RawParamType::Scalar(t) => (t.size(), matches!(t, CType::Float | CType::Double)),
+        RawParamType::Unknown => (0, false),
+    }
+}
+
+/// The parameters of the entry `name` in `ptx` (`.param .u64 name_param_0, .param .f32 ..`),
+/// as [`ptx_form`]s.
+fn ptx_params(ptx: &str, name: &str) -> Vec<(usize, bool)> {
+    let at = ptx.find(&format!(".entry {name}(")).expect("the entry");
+    let list = &ptx[at..at + ptx[at..].find(')').expect("its parameter list")];
+    list.split(".param")
+        .skip(1)
+        .map(|p| {
+            let ty = p.split_whitespace().next().expect("a type");
+            let bits: usize = ty
+                .trim_start_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .unwrap();
+            (bits / 8, ty.starts_with(".f"))
+        })
+        .collect()
 }
 
 #[test]
