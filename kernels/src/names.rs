@@ -175,7 +175,8 @@ const CUDA_QUALIFIERS: &[&str] = &[
 /// The signature grammar's words: its concrete types (also the names of kusari's half-precision
 /// structs in the generated code) and its keyword.
 const SIGNATURE_WORDS: &[&str] = &[
-    "bool", "int32", "int64", "float16", "bfloat16", "float32", "float64", "raw",
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "bfloat16", "float32", "float64", "raw",
 ];
 
 /// Object-like macros of the C library headers that the emulated device's shim includes (a

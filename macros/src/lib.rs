@@ -115,7 +115,8 @@ use proc_macro::TokenStream;
 ///   first array input declared with it; every input using it must have that dtype, and a
 ///   placeholder must be bound by some array input (the op allocates its outputs, so they
 ///   cannot bind one, as a caller's outputs do for an `ElementwiseKernel`). Or it is a concrete type, `bool`, `int32`,
-///   `int64`, `float16`, `bfloat16`, `float32` or `float64`, which accepts only that dtype.
+///   `int64`, `int8`, `int16`, `uint8`, `uint16`, `uint32`, `uint64`, `float16`, `bfloat16`,
+///   `float32` or `float64`, which accepts only that dtype.
 /// - `raw` marks an argument passed as a pointer that the body indexes itself, with `i` (the
 ///   loop index) and `n` (the element count); the body sees every other input and output
 ///   element by name.

@@ -356,8 +356,14 @@ pub(crate) fn plan(
 fn cast_f64(v: f64, dtype: DType) -> Scalar {
     match dtype {
         DType::Bool => Scalar::Bool(v != 0.0),
+        DType::I8 => Scalar::I8(v as i8),
+        DType::I16 => Scalar::I16(v as i16),
         DType::I32 => Scalar::I32(v as i32),
         DType::I64 => Scalar::I64(v as i64),
+        DType::U8 => Scalar::U8(v as u8),
+        DType::U16 => Scalar::U16(v as u16),
+        DType::U32 => Scalar::U32(v as u32),
+        DType::U64 => Scalar::U64(v as u64),
         DType::F16 => Scalar::F16(<half::f16 as Element>::from_f64(v)),
         DType::BF16 => Scalar::BF16(<half::bf16 as Element>::from_f64(v)),
         DType::F32 => Scalar::F32(v as f32),

@@ -27,10 +27,22 @@ use crate::dtype::DType;
 pub enum Scalar {
     /// A `bool`.
     Bool(bool),
+    /// An `i8`.
+    I8(i8),
+    /// An `i16`.
+    I16(i16),
     /// An `i32`.
     I32(i32),
     /// An `i64`.
     I64(i64),
+    /// A `u8`.
+    U8(u8),
+    /// A `u16`.
+    U16(u16),
+    /// A `u32`.
+    U32(u32),
+    /// A `u64` (a `usize` converts to one).
+    U64(u64),
     /// An IEEE half.
     F16(f16),
     /// A bfloat16.
@@ -46,8 +58,14 @@ impl Scalar {
     pub fn dtype(self) -> DType {
         match self {
             Scalar::Bool(_) => DType::Bool,
+            Scalar::I8(_) => DType::I8,
+            Scalar::I16(_) => DType::I16,
             Scalar::I32(_) => DType::I32,
             Scalar::I64(_) => DType::I64,
+            Scalar::U8(_) => DType::U8,
+            Scalar::U16(_) => DType::U16,
+            Scalar::U32(_) => DType::U32,
+            Scalar::U64(_) => DType::U64,
             Scalar::F16(_) => DType::F16,
             Scalar::BF16(_) => DType::BF16,
             Scalar::F32(_) => DType::F32,
@@ -55,12 +73,19 @@ impl Scalar {
         }
     }
 
-    /// The value as an `f64` (exact for every type but `i64` beyond 2^53, which rounds).
+    /// The value as an `f64` (exact for every type but 64-bit integers beyond 2^53, which
+    /// round).
     pub fn to_f64(self) -> f64 {
         match self {
             Scalar::Bool(b) => f64::from(u8::from(b)),
+            Scalar::I8(v) => f64::from(v),
+            Scalar::I16(v) => f64::from(v),
             Scalar::I32(v) => f64::from(v),
             Scalar::I64(v) => v as f64,
+            Scalar::U8(v) => f64::from(v),
+            Scalar::U16(v) => f64::from(v),
+            Scalar::U32(v) => f64::from(v),
+            Scalar::U64(v) => v as f64,
             Scalar::F16(v) => f64::from(v),
             Scalar::BF16(v) => f64::from(v),
             Scalar::F32(v) => f64::from(v),
@@ -86,13 +111,17 @@ impl Scalar {
                 _ => Scalar::I32(i32::from(b)).to_dtype(dtype),
             };
         }
+        let int = self.to_i128();
         match dtype {
             DType::Bool => None,
-            DType::I32 => self
-                .to_i64()
-                .and_then(|v| i32::try_from(v).ok())
-                .map(Scalar::I32),
-            DType::I64 => self.to_i64().map(Scalar::I64),
+            DType::I8 => int.and_then(|v| i8::try_from(v).ok()).map(Scalar::I8),
+            DType::I16 => int.and_then(|v| i16::try_from(v).ok()).map(Scalar::I16),
+            DType::I32 => int.and_then(|v| i32::try_from(v).ok()).map(Scalar::I32),
+            DType::I64 => int.and_then(|v| i64::try_from(v).ok()).map(Scalar::I64),
+            DType::U8 => int.and_then(|v| u8::try_from(v).ok()).map(Scalar::U8),
+            DType::U16 => int.and_then(|v| u16::try_from(v).ok()).map(Scalar::U16),
+            DType::U32 => int.and_then(|v| u32::try_from(v).ok()).map(Scalar::U32),
+            DType::U64 => int.and_then(|v| u64::try_from(v).ok()).map(Scalar::U64),
             DType::F16 => finite_kept(self, f16::from_f64).map(Scalar::F16),
             DType::BF16 => finite_kept(self, bf16::from_f64).map(Scalar::BF16),
             DType::F32 => finite_kept(self, |v| v as f32).map(Scalar::F32),
@@ -100,19 +129,25 @@ impl Scalar {
         }
     }
 
-    /// An integer value as `i64`: integers as they are, floats only when they are integers in
-    /// `i64`'s range.
-    fn to_i64(self) -> Option<i64> {
+    /// An integer value as `i128`: integers as they are, floats only when they are integers
+    /// within ±2^64 (every 64-bit integer's range).
+    fn to_i128(self) -> Option<i128> {
         match self {
-            Scalar::Bool(b) => Some(i64::from(b)),
-            Scalar::I32(v) => Some(i64::from(v)),
-            Scalar::I64(v) => Some(v),
+            Scalar::Bool(b) => Some(i128::from(b)),
+            Scalar::I8(v) => Some(i128::from(v)),
+            Scalar::I16(v) => Some(i128::from(v)),
+            Scalar::I32(v) => Some(i128::from(v)),
+            Scalar::I64(v) => Some(i128::from(v)),
+            Scalar::U8(v) => Some(i128::from(v)),
+            Scalar::U16(v) => Some(i128::from(v)),
+            Scalar::U32(v) => Some(i128::from(v)),
+            Scalar::U64(v) => Some(i128::from(v)),
             _ => {
                 let v = self.to_f64();
-                // 2^63 is exactly representable; every float below it in magnitude with no
+                // 2^64 is exactly representable; every float below it in magnitude with no
                 // fraction converts exactly.
-                let limit = 9_223_372_036_854_775_808.0_f64;
-                (v.fract() == 0.0 && v >= -limit && v < limit).then_some(v as i64)
+                let limit = 18_446_744_073_709_551_616.0_f64;
+                (v.fract() == 0.0 && v > -limit && v < limit).then_some(v as i128)
             }
         }
     }
@@ -122,8 +157,14 @@ impl Scalar {
     pub fn to_bits(self) -> (u64, usize) {
         match self {
             Scalar::Bool(b) => (u64::from(b), 1),
+            Scalar::I8(v) => (u64::from(v as u8), 1),
+            Scalar::I16(v) => (u64::from(v as u16), 2),
             Scalar::I32(v) => (u64::from(v as u32), 4),
             Scalar::I64(v) => (v as u64, 8),
+            Scalar::U8(v) => (u64::from(v), 1),
+            Scalar::U16(v) => (u64::from(v), 2),
+            Scalar::U32(v) => (u64::from(v), 4),
+            Scalar::U64(v) => (v, 8),
             Scalar::F16(v) => (u64::from(v.to_bits()), 2),
             Scalar::BF16(v) => (u64::from(v.to_bits()), 2),
             Scalar::F32(v) => (u64::from(v.to_bits()), 4),
@@ -143,8 +184,14 @@ impl fmt::Display for Scalar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Scalar::Bool(v) => write!(f, "{v}"),
+            Scalar::I8(v) => write!(f, "{v}"),
+            Scalar::I16(v) => write!(f, "{v}"),
             Scalar::I32(v) => write!(f, "{v}"),
             Scalar::I64(v) => write!(f, "{v}"),
+            Scalar::U8(v) => write!(f, "{v}"),
+            Scalar::U16(v) => write!(f, "{v}"),
+            Scalar::U32(v) => write!(f, "{v}"),
+            Scalar::U64(v) => write!(f, "{v}"),
             Scalar::F16(v) => write!(f, "{v}"),
             Scalar::BF16(v) => write!(f, "{v}"),
             Scalar::F32(v) => write!(f, "{v}"),
@@ -166,13 +213,26 @@ macro_rules! scalar_from {
 
 scalar_from!(
     bool => Bool,
+    i8 => I8,
+    i16 => I16,
     i32 => I32,
     i64 => I64,
+    u8 => U8,
+    u16 => U16,
+    u32 => U32,
+    u64 => U64,
     f16 => F16,
     bf16 => BF16,
     f32 => F32,
     f64 => F64,
 );
+
+/// A `usize` (a size, an index) as a `u64`, which holds every `usize` kusari's targets have.
+impl From<usize> for Scalar {
+    fn from(v: usize) -> Scalar {
+        Scalar::U64(v as u64)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -239,6 +299,60 @@ mod tests {
         );
         assert_eq!(Scalar::from(1.0f32).to_bits(), (0x3f80_0000, 4));
         assert_eq!(Scalar::from(f16::ONE).to_bits(), (0x3c00, 2));
+    }
+
+    #[test]
+    fn every_integer_width_holds_its_range_and_refuses_beyond() {
+        // Each type's bounds, and one past them, from every source type that can hold them.
+        let cases: [(DType, i128, i128); 8] = [
+            (DType::I8, -128, 127),
+            (DType::I16, -32768, 32767),
+            (DType::I32, -(1 << 31), (1 << 31) - 1),
+            (DType::I64, -(1 << 63), (1 << 63) - 1),
+            (DType::U8, 0, 255),
+            (DType::U16, 0, 65535),
+            (DType::U32, 0, (1 << 32) - 1),
+            (DType::U64, 0, (1 << 64) - 1),
+        ];
+        let from_i128 = |v: i128| match (i64::try_from(v), u64::try_from(v)) {
+            (Ok(v), _) => Scalar::I64(v),
+            (_, Ok(v)) => Scalar::U64(v),
+            _ => Scalar::F64(v as f64),
+        };
+        for (dtype, lo, hi) in cases {
+            for v in [lo, hi] {
+                let got = from_i128(v).to_dtype(dtype).unwrap();
+                assert_eq!(
+                    (got.dtype(), got.to_i128()),
+                    (dtype, Some(v)),
+                    "{v} → {dtype}"
+                );
+            }
+            // One past each end; past the 64-bit ones, the nearest float beyond (2^63 + 1
+            // rounds to 2^63 itself).
+            let below = if lo - 1 < i128::from(i64::MIN) {
+                lo - 4096
+            } else {
+                lo - 1
+            };
+            let above = if hi + 1 > i128::from(u64::MAX) {
+                hi + 4097
+            } else {
+                hi + 1
+            };
+            assert_eq!(from_i128(below).to_dtype(dtype), None, "{below} → {dtype}");
+            assert_eq!(from_i128(above).to_dtype(dtype), None, "{above} → {dtype}");
+        }
+        // A u64 beyond i64 keeps every bit, and a usize arrives as one.
+        assert_eq!(Scalar::from(u64::MAX).to_bits(), (u64::MAX, 8));
+        assert_eq!(Scalar::from(7usize), Scalar::U64(7));
+        assert_eq!(Scalar::from(-1i8).to_bits(), (0xff, 1));
+        assert_eq!(Scalar::from(-2i16).to_dtype(DType::U16), None);
+        assert_eq!(
+            Scalar::from(2.0f32).to_dtype(DType::U8),
+            Some(Scalar::U8(2))
+        );
+        assert_eq!(Scalar::from(2f64.powi(64)).to_dtype(DType::U64), None);
     }
 
     #[test]

@@ -139,8 +139,14 @@ impl<'a> KernelCode<'a> {
 pub fn c_type(t: ScalarType) -> &'static str {
     match t {
         ScalarType::Bool => "bool",
+        ScalarType::Int8 => "signed char",
+        ScalarType::Int16 => "short",
         ScalarType::Int32 => "int",
         ScalarType::Int64 => "long long",
+        ScalarType::UInt8 => "unsigned char",
+        ScalarType::UInt16 => "unsigned short",
+        ScalarType::UInt32 => "unsigned int",
+        ScalarType::UInt64 => "unsigned long long",
         ScalarType::Float16 => "float16",
         ScalarType::BFloat16 => "bfloat16",
         ScalarType::Float32 => "float",

@@ -37,30 +37,36 @@ impl CType {
         }
     }
 
-    /// The element type an array of this C type holds, where kusari has one (`unsigned int`,
-    /// `short` and `char` have none).
+    /// The element type an array of this C type holds (`char` is `int8`).
     pub fn scalar_type(self) -> Option<ScalarType> {
-        match self {
-            CType::Bool => Some(ScalarType::Bool),
-            CType::Int(4) => Some(ScalarType::Int32),
-            CType::Int(8) => Some(ScalarType::Int64),
-            CType::Half => Some(ScalarType::Float16),
-            CType::BFloat16 => Some(ScalarType::BFloat16),
-            CType::Float => Some(ScalarType::Float32),
-            CType::Double => Some(ScalarType::Float64),
-            CType::Int(_) | CType::UInt(_) => None,
-        }
+        Some(match self {
+            CType::Bool => ScalarType::Bool,
+            CType::Int(1) => ScalarType::Int8,
+            CType::Int(2) => ScalarType::Int16,
+            CType::Int(4) => ScalarType::Int32,
+            CType::Int(8) => ScalarType::Int64,
+            CType::UInt(1) => ScalarType::UInt8,
+            CType::UInt(2) => ScalarType::UInt16,
+            CType::UInt(4) => ScalarType::UInt32,
+            CType::UInt(8) => ScalarType::UInt64,
+            CType::Half => ScalarType::Float16,
+            CType::BFloat16 => ScalarType::BFloat16,
+            CType::Float => ScalarType::Float32,
+            CType::Double => ScalarType::Float64,
+            CType::Int(_) | CType::UInt(_) => return None,
+        })
     }
 
     /// Whether a pointer to this type may address an array of `dtype`: the same type, an
-    /// integer of the same width whatever its signedness, or bytes (`char`, `unsigned char`),
-    /// which address anything.
+    /// integer of the same width whatever its signedness (an `unsigned int*` over an `int32`
+    /// array), or bytes (`char`, `unsigned char`), which address anything.
     pub fn addresses(self, dtype: ScalarType) -> bool {
         match self {
             CType::Int(1) | CType::UInt(1) => true,
-            CType::Int(b) | CType::UInt(b) => {
-                matches!((b, dtype), (4, ScalarType::Int32) | (8, ScalarType::Int64))
-            }
+            CType::Int(b) | CType::UInt(b) => matches!(
+                (CType::Int(b).scalar_type(), CType::UInt(b).scalar_type()),
+                (Some(s), Some(u)) if dtype == s || dtype == u
+            ),
             t => t.scalar_type() == Some(dtype),
         }
     }

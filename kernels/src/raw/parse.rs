@@ -537,8 +537,14 @@ mod tests {
              extern \"C\" __global__ void plain(float* x) {}",
         );
         let why = k[0].unchecked.as_deref().unwrap();
-        assert!(why.starts_with("`k` is declared where the compiler may see another"), "{why}");
-        assert!(why.contains("`__CUDA_ARCH__` depends on the device"), "{why}");
+        assert!(
+            why.starts_with("`k` is declared where the compiler may see another"),
+            "{why}"
+        );
+        assert!(
+            why.contains("`__CUDA_ARCH__` depends on the device"),
+            "{why}"
+        );
         assert_eq!(k[1].unchecked, None);
     }
 

@@ -4,8 +4,9 @@
 //!
 //! - `TYPE` is a one-letter type placeholder (`T`, `U`, ...), bound at launch from the dtypes of
 //!   the array inputs that use it, or of the outputs the caller gives (CuPy's
-//!   `'X x, Y y' -> 'Z z'` with `z` passed in), or a concrete type: `bool`, `int32`, `int64`, `float16`,
-//!   `bfloat16`, `float32`, `float64`.
+//!   `'X x, Y y' -> 'Z z'` with `z` passed in), or a concrete type: `bool`, `int8`, `int16`,
+//!   `int32`, `int64`, `uint8`, `uint16`, `uint32`, `uint64`, `float16`, `bfloat16`, `float32`,
+//!   `float64` (NumPy's and CuPy's names).
 //! - `raw` marks an array the kernel body indexes itself (with `i` and the loop size `n`)
 //!   instead of reading the element at the current index.
 //! - `NAME` is a C identifier that the generated CUDA C++ can use as a variable: not a keyword,
@@ -46,10 +47,22 @@ use parse::parse_list_partial;
 pub enum ScalarType {
     /// `bool`
     Bool,
+    /// `int8`
+    Int8,
+    /// `int16`
+    Int16,
     /// `int32`
     Int32,
     /// `int64`
     Int64,
+    /// `uint8`
+    UInt8,
+    /// `uint16`
+    UInt16,
+    /// `uint32`
+    UInt32,
+    /// `uint64`
+    UInt64,
     /// `float16`
     Float16,
     /// `bfloat16`
@@ -62,10 +75,16 @@ pub enum ScalarType {
 
 impl ScalarType {
     /// Every concrete type, in the order messages list them.
-    pub const ALL: [ScalarType; 7] = [
+    pub const ALL: [ScalarType; 13] = [
         ScalarType::Bool,
+        ScalarType::Int8,
+        ScalarType::Int16,
         ScalarType::Int32,
         ScalarType::Int64,
+        ScalarType::UInt8,
+        ScalarType::UInt16,
+        ScalarType::UInt32,
+        ScalarType::UInt64,
         ScalarType::Float16,
         ScalarType::BFloat16,
         ScalarType::Float32,
@@ -76,8 +95,14 @@ impl ScalarType {
     pub fn name(self) -> &'static str {
         match self {
             ScalarType::Bool => "bool",
+            ScalarType::Int8 => "int8",
+            ScalarType::Int16 => "int16",
             ScalarType::Int32 => "int32",
             ScalarType::Int64 => "int64",
+            ScalarType::UInt8 => "uint8",
+            ScalarType::UInt16 => "uint16",
+            ScalarType::UInt32 => "uint32",
+            ScalarType::UInt64 => "uint64",
             ScalarType::Float16 => "float16",
             ScalarType::BFloat16 => "bfloat16",
             ScalarType::Float32 => "float32",

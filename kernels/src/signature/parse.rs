@@ -30,7 +30,7 @@ fn tokens(src: &str) -> Vec<(Range<usize>, &str)> {
     out
 }
 
-const TYPE_HELP: &str = "expected a one-letter placeholder such as `T`, or one of bool, int32, int64, float16, bfloat16, float32, float64";
+const TYPE_HELP: &str = "expected a one-letter placeholder such as `T`, or one of bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64";
 
 /// Parses one list (`"T x, raw float32 y"`). An empty or blank string is an empty list.
 /// Returns every mistake found, not only the first.

@@ -54,13 +54,15 @@ pub(crate) fn check_binary(op: &'static str, a: &Array, b: &Array) -> Result<Sha
     Ok(IxDyn(&shape))
 }
 
-/// The values of an integer or bool dtype as the f64 range `[min, end)` (both bounds exact:
-/// `end` is 2, 2^31 or 2^63), or `None` for float dtypes.
+/// The values of an integer or bool dtype as the f64 range `[min, end)` (both bounds exact
+/// powers of two or zero: `end` is 2 for bool, 2^(bits-1) or 2^bits), or `None` for float
+/// dtypes.
 fn integer_range(dtype: DType) -> Option<(f64, f64)> {
+    let bits = 8 * dtype.size_in_bytes() as i32;
     match dtype {
         DType::Bool => Some((0.0, 2.0)),
-        DType::I32 => Some((f64::from(i32::MIN), 2f64.powi(31))),
-        DType::I64 => Some((-(2f64.powi(63)), 2f64.powi(63))),
+        d if d.is_signed_int() => Some((-(2f64.powi(bits - 1)), 2f64.powi(bits - 1))),
+        d if d.is_unsigned() => Some((0.0, 2f64.powi(bits))),
         _ => None,
     }
 }

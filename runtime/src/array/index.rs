@@ -16,7 +16,7 @@ use crate::storage::Storage;
 /// Entries apply to the axes in order; axes left over are taken whole, as by a trailing
 /// [`Ellipsis`](Ix::Ellipsis). Integers, slices, new axes and the ellipsis are **basic**
 /// indexing: the result is a view of the same buffer (no copy). One [`Array`](Ix::Array) entry
-/// (an integer array, int32 or int64, of any shape) is **integer-array indexing**: it gathers
+/// (an integer array of any integer dtype and any shape) is **integer-array indexing**: it gathers
 /// elements into a new array, its shape in place of the indexed axis; when integer entries
 /// stand apart from it (`x[0, :, idx]`), its axes go first, as NumPy puts them. Indices are
 /// checked (an index outside the axis is an error, never a wrong element) and negative ones
@@ -57,7 +57,7 @@ pub enum Ix<'a> {
     NewAxis,
     /// As many whole axes as the other entries leave (at most one ellipsis).
     Ellipsis,
-    /// An integer array (int32 or int64) of positions along the axis; repeated positions are
+    /// An integer array (any integer dtype) of positions along the axis; repeated positions are
     /// allowed (their gradients add up).
     Array(&'a Array),
 }
@@ -268,10 +268,10 @@ pub(crate) fn plan_index(shape: &[usize], index: &[Ix<'_>]) -> Result<IndexPlan>
                         op: "get_item",
                         dtype: a.dtype(),
                         shape: a.shape().to_vec(),
-                        expected: "an int32 or int64 index array",
+                        expected: "an integer index array",
                     });
                 }
-                let idx = a.astype(DType::I64)?.to_vec::<i64>()?;
+                let idx = integer_values(a)?;
                 let idx = idx
                     .into_iter()
                     .map(|i| {
@@ -759,4 +759,15 @@ pub(crate) fn concat_shape(op: &'static str, xs: &[&Array], axis: isize) -> Resu
     }
     crate::layout::checked_size(op, &shape, first.dtype())?;
     Ok(shape)
+}
+
+/// The values of an integer array as `i64`s; a `uint64` value beyond `i64::MAX` becomes
+/// `i64::MAX`, which is out of range for any axis (not a wrapped negative index).
+pub(crate) fn integer_values(a: &Array) -> Result<Vec<i64>> {
+    match a.dtype() {
+        DType::U64 => Ok((a.to_vec::<u64>()?.into_iter())
+            .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
+            .collect()),
+        _ => a.astype(DType::I64)?.to_vec::<i64>(),
+    }
 }

@@ -2,7 +2,6 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{Layout, broadcast_shapes};
-use crate::op::NUMERIC;
 use crate::{Array, DType};
 
 use super::elementwise::{check_binary, unsupported};
@@ -72,7 +71,13 @@ impl Array {
         out_shape.extend([n, m]);
         crate::layout::checked_size(OP, &out_shape, self.dtype())?;
         let out = match self.dtype() {
-            DType::Bool => return Err(unsupported(OP, self, NUMERIC)),
+            d if !d.is_float() && !matches!(d, DType::I32 | DType::I64) => {
+                return Err(unsupported(
+                    OP,
+                    self,
+                    "int32, int64, float32 or float64 (convert with astype)",
+                ));
+            }
             // Half precision multiplies in f32 (as on the GPU, accumulating in f32).
             DType::F16 | DType::BF16 => {
                 return a
@@ -81,7 +86,7 @@ impl Array {
                     .and_then(|r| r.astype(self.dtype()))
                     .and_then(|r| squeeze_promoted(r, self.ndim(), rhs.ndim()));
             }
-            DType::I32 | DType::I64 | DType::F32 | DType::F64 => {
+            _ => {
                 let out =
                     a.storage()
                         .matmul(a.layout(), b.storage(), b.layout(), &batch, (n, k, m))?;

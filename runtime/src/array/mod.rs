@@ -12,6 +12,7 @@ mod window;
 pub(crate) use elementwise::{require_float, require_numeric};
 pub use handle::{Array, WeakArray};
 pub(crate) use index::{
-    Basic, IndexPlan, concat_shape, pad_widths, plan_index, split_bounds, stack_check,
+    Basic, IndexPlan, concat_shape, integer_values, pad_widths, plan_index, split_bounds,
+    stack_check,
 };
 pub use index::{IndicesOrSections, Ix};

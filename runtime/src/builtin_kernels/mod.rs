@@ -212,21 +212,38 @@ const F32_TO_F64: &str = "const float f = (float)a; const unsigned int u = __flo
 /// The body of the cast kernel from `from` to `to`, converting as the host's `astype` does:
 /// integers wrap, floats to integers truncate, saturate and take NaN to 0, and a double rounds
 /// to a half type once.
-fn cast_body(from: DType, to: DType) -> &'static str {
+fn cast_body(from: DType, to: DType) -> String {
     let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
+    if from.is_float() && to.is_int() {
+        // The type's range as doubles: a value at or beyond either end saturates (the upper
+        // bound, 2^bits, is exact; the lower is the minimum itself or 0).
+        let bits = 8 * to.size_in_bytes() as u32;
+        let c = kusari_kernels::codegen::c_type(to.into());
+        let (min, max, above) = match to.is_unsigned() {
+            true => (
+                "0".to_string(),
+                format!("{}ull", u64::MAX >> (64 - bits)),
+                2f64.powi(bits as i32),
+            ),
+            false => (
+                format!("(-{}ll - 1)", (1u64 << (bits - 1)) - 1),
+                format!("{}ll", (1u64 << (bits - 1)) - 1),
+                2f64.powi(bits as i32 - 1),
+            ),
+        };
+        let below = match to.is_unsigned() {
+            true => 0.0,
+            false => -(2f64.powi(bits as i32 - 1)),
+        };
+        return format!(
+            "const double v = (double)a; \
+             out = v != v ? ({c})0 : (v >= {above:.1} ? ({c}){max} \
+             : (v <= {below:.1} ? ({c}){min} : ({c})v));"
+        );
+    }
     match (from, to) {
         // Through float with rounding to odd, then to nearest even: one rounding in all.
         (DType::F64, DType::F16 | DType::BF16) => "out = kusari_f64_to_f32_odd(a);",
-        (f, DType::I32) if f.is_float() => {
-            "const double v = (double)a; \
-             out = v != v ? 0 : (v >= 2147483648.0 ? 2147483647 \
-             : (v <= -2147483648.0 ? (-2147483647 - 1) : (int)v));"
-        }
-        (f, DType::I64) if f.is_float() => {
-            "const double v = (double)a; \
-             out = v != v ? 0LL : (v >= 9223372036854775808.0 ? 9223372036854775807LL \
-             : (v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v));"
-        }
         // A NaN keeps its sign and payload between float and double, as on the host (the
         // device's conversion gives the canonical, positive NaN). Half types go through float.
         (DType::F64, DType::F32) => F64_TO_F32,
@@ -236,13 +253,14 @@ fn cast_body(from: DType, to: DType) -> &'static str {
         _ if half(from) || half(to) => "out = (float)a;",
         _ => "out = a;",
     }
+    .to_string()
 }
 
 /// Kernels whose signatures name concrete dtypes, made once per process.
 struct Generated {
     /// `out = v` for each dtype, in `DType::ALL` order.
     fill: Vec<ElementwiseDef>,
-    /// `out = a` from each dtype to each dtype (`from * 7 + to`).
+    /// `out = a` from each dtype to each dtype (`from * DType::ALL.len() + to`).
     cast: Vec<ElementwiseDef>,
 }
 
@@ -271,7 +289,7 @@ fn generated() -> &'static Generated {
                     leak(format!("{} a", from.name())),
                     leak(format!("{} out", to.name())),
                     "",
-                    cast_body(from, to),
+                    leak(cast_body(from, to)),
                 ));
             }
         }
@@ -289,13 +307,38 @@ pub(crate) fn cast_kernel(from: DType, to: DType) -> &'static ElementwiseDef {
     &generated().cast[dtype_index(from) * DType::ALL.len() + dtype_index(to)]
 }
 
+/// The dtypes the built-in arithmetic kernels run in on CUDA: every integer, float32 and
+/// float64 (the half types compute in float32).
+pub(crate) const DEVICE_NUMERIC: [DType; 10] = {
+    let mut out = [DType::F64; 10];
+    let mut k = 0;
+    while k < DType::INTEGERS.len() {
+        out[k] = DType::INTEGERS[k];
+        k += 1;
+    }
+    out[8] = DType::F32;
+    out
+};
+
+/// The dtypes the built-in comparisons (and gathers) run in on CUDA: `bool`, then
+/// [`DEVICE_NUMERIC`].
+pub(crate) const DEVICE_COMPARED: [DType; 11] = {
+    let mut out = [DType::Bool; 11];
+    let mut k = 0;
+    while k < DEVICE_NUMERIC.len() {
+        out[k + 1] = DEVICE_NUMERIC[k];
+        k += 1;
+    }
+    out
+};
+
 /// Every built-in kernel, each with the dtypes its type placeholders take (none for kernels of
 /// concrete types; half-precision math runs in float32), so that a test can compile every one.
 pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
     const ALL: &[DType] = &DType::ALL;
-    const NUM: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];
+    const NUM: &[DType] = &DEVICE_NUMERIC;
     const FLOAT: &[DType] = &[DType::F32, DType::F64];
-    const CMP: &[DType] = &[DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64];
+    const CMP: &[DType] = &DEVICE_COMPARED;
     let mut all = Vec::new();
     macro_rules! binary {
         ($($o:ty),*) => {$(

@@ -6,7 +6,8 @@ use kusari_kernels::ReductionDef;
 
 use crate::dtype::DType;
 
-/// Floating-point sums.
+/// Floating-point sums, and sums of the integers C computes in `int` (8 and 16 bits, which
+/// wrap when the result is stored back) or in unsigned arithmetic (which wraps).
 pub(crate) const SUM: ReductionDef = ReductionDef {
     name: "kusari_sum",
     in_params: "T x",
@@ -63,12 +64,24 @@ pub(crate) const MIN: ReductionDef = ReductionDef {
 };
 
 /// The dtypes the built-in reductions run in on CUDA (half types are reduced in float32).
-const REDUCED_DTYPES: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::F64];
+const REDUCED_DTYPES: &[DType] = &super::DEVICE_NUMERIC;
 
 /// Every built-in reduction kernel with the dtypes it runs in, for a test to compile each.
 pub(crate) fn builtin_reductions() -> Vec<(ReductionDef, &'static [DType])> {
     vec![
-        (SUM, &[DType::F32, DType::F64]),
+        (
+            SUM,
+            &[
+                DType::I8,
+                DType::I16,
+                DType::U8,
+                DType::U16,
+                DType::U32,
+                DType::U64,
+                DType::F32,
+                DType::F64,
+            ],
+        ),
         (SUM_INT32, &[DType::I32]),
         (SUM_INT64, &[DType::I64]),
         (MAX, REDUCED_DTYPES),

@@ -14,6 +14,9 @@ use crate::op::{
     UnaryOp, unsupported,
 };
 
+/// The dtypes the host multiplies matrices of (convert others with `astype`).
+pub(crate) const MATMUL_DTYPES: &str = "int32, int64, float32 or float64";
+
 impl CpuStorage {
     /// A typed reference to the buffer with `layout`, or an error naming `op` when `T` is not
     /// its element type.
@@ -196,8 +199,8 @@ impl CpuStorage {
         with_dtype!(self.dtype(), S => {
             let a = self.typed::<S>("astype", l)?;
             Ok(with_dtype!(dtype, D => Self::from_vec(
-                map1("astype", a, |x| match Element::to_i64(x) {
-                    Some(i) => D::from_i64(i),
+                map1("astype", a, |x| match Element::to_wide(x) {
+                    Some(i) => D::from_wide(i),
                     None => <D as Element>::from_f64(x.to_f64()),
                 })?
             )))
@@ -335,13 +338,14 @@ impl CpuStorage {
             DType::I64 => product(self.typed::<i64>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
             DType::F32 => product(self.typed::<f32>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
             DType::F64 => product(self.typed::<f64>(OP, l)?, rhs.typed(OP, rl)?, batch, nkm),
-            DType::Bool => Err(unsupported(OP, self.dtype(), l.shape(), NUMERIC)),
             DType::F16 | DType::BF16 => Err(unsupported(
                 OP,
                 self.dtype(),
                 l.shape(),
                 "int32, int64, float32 or float64 (half types multiply in float32)",
             )),
+            // bool and the integers narrower than 32 bits or unsigned.
+            _ => Err(unsupported(OP, self.dtype(), l.shape(), MATMUL_DTYPES)),
         }
     }
 }

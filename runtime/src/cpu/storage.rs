@@ -14,8 +14,14 @@ use std::any::Any;
 #[derive(Debug, Clone)]
 pub(crate) enum CpuStorage {
     Bool(Vec<bool>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
     F16(Vec<f16>),
     BF16(Vec<bf16>),
     F32(Vec<f32>),
@@ -27,6 +33,12 @@ impl Drop for CpuStorage {
     fn drop(&mut self) {
         match self {
             CpuStorage::Bool(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::I8(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::I16(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::U8(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::U16(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::U32(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::U64(v) => pool::recycle(std::mem::take(v)),
             CpuStorage::I32(v) => pool::recycle(std::mem::take(v)),
             CpuStorage::I64(v) => pool::recycle(std::mem::take(v)),
             CpuStorage::F16(v) => pool::recycle(std::mem::take(v)),
@@ -41,6 +53,12 @@ impl CpuStorage {
     pub(crate) fn dtype(&self) -> DType {
         match self {
             CpuStorage::Bool(_) => DType::Bool,
+            CpuStorage::I8(_) => DType::I8,
+            CpuStorage::I16(_) => DType::I16,
+            CpuStorage::U8(_) => DType::U8,
+            CpuStorage::U16(_) => DType::U16,
+            CpuStorage::U32(_) => DType::U32,
+            CpuStorage::U64(_) => DType::U64,
             CpuStorage::I32(_) => DType::I32,
             CpuStorage::I64(_) => DType::I64,
             CpuStorage::F16(_) => DType::F16,
@@ -58,6 +76,12 @@ impl CpuStorage {
         }
         match T::DTYPE {
             DType::Bool => wrap(v, CpuStorage::Bool),
+            DType::I8 => wrap(v, CpuStorage::I8),
+            DType::I16 => wrap(v, CpuStorage::I16),
+            DType::U8 => wrap(v, CpuStorage::U8),
+            DType::U16 => wrap(v, CpuStorage::U16),
+            DType::U32 => wrap(v, CpuStorage::U32),
+            DType::U64 => wrap(v, CpuStorage::U64),
             DType::I32 => wrap(v, CpuStorage::I32),
             DType::I64 => wrap(v, CpuStorage::I64),
             DType::F16 => wrap(v, CpuStorage::F16),
@@ -71,6 +95,12 @@ impl CpuStorage {
     pub(crate) fn as_slice<T: Element>(&self) -> Option<&[T]> {
         let any: &dyn Any = match self {
             CpuStorage::Bool(v) => v,
+            CpuStorage::I8(v) => v,
+            CpuStorage::I16(v) => v,
+            CpuStorage::U8(v) => v,
+            CpuStorage::U16(v) => v,
+            CpuStorage::U32(v) => v,
+            CpuStorage::U64(v) => v,
             CpuStorage::I32(v) => v,
             CpuStorage::I64(v) => v,
             CpuStorage::F16(v) => v,

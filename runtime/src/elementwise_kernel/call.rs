@@ -46,7 +46,23 @@ macro_rules! scalar_arg {
         }
     )*};
 }
-scalar_arg!(Scalar, bool, i32, i64, half::f16, half::bf16, f32, f64);
+scalar_arg!(
+    Scalar,
+    bool,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    usize,
+    half::f16,
+    half::bf16,
+    f32,
+    f64
+);
 
 /// One launch of an [`ElementwiseKernel`], built argument by argument and run by
 /// [`run`](Self::run) ([`ElementwiseKernel::call`] starts one). For the common case,

@@ -309,8 +309,11 @@ mod tests {
         let all = array_kernels();
         // 6 binary ops in 3 forms, the relu, tanh and sigmoid gradients, pow, 3 unary, 10 float
         // unary, 6 comparisons, pow/greater with a scalar, where, mul_add, copy, matmul, take and
-        // scatter_add, im2col and col2im, the 2 optimizer updates, 7 fills and 49 casts.
-        assert_eq!(all.len(), 18 + 4 + 3 + 10 + 6 + 4 + 2 + 2 + 2 + 2 + 7 + 49);
+        // scatter_add, im2col and col2im, the 2 optimizer updates, 13 fills and 169 casts.
+        assert_eq!(
+            all.len(),
+            18 + 4 + 3 + 10 + 6 + 4 + 2 + 2 + 2 + 2 + 13 + 169
+        );
         for (k, dtypes) in all {
             let sig = k.signature().unwrap_or_else(|e| panic!("{}: {e}", k.name));
             let placeholders: Vec<char> = sig

@@ -15,7 +15,7 @@ use crate::array::{
 };
 use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, ForwardContext, FunctionNode, apply};
-use crate::{Array, DType, IndicesOrSections, InputMeta, Ix, Variable, function_node};
+use crate::{Array, IndicesOrSections, InputMeta, Ix, Variable, function_node};
 
 type Grads = Result<Vec<Option<Variable>>>;
 
@@ -350,7 +350,7 @@ pub fn pad(
     pad_node(x, widths, constant_values, Arc::new(inner))
 }
 
-/// Rows of `W` picked by integer ids (Chainer's `F.embed_id`): for `x` of int32 or int64 ids
+/// Rows of `W` picked by integer ids (Chainer's `F.embed_id`): for `x` of ids of any integer dtype
 /// of any shape and `W` of shape `(n_vocab, n_units)`, `y[..., :] = W[x[...], :]`, of shape
 /// `x.shape + (n_units,)`. Ids equal to `ignore_label` give zero rows and no gradient; other
 /// ids outside `0..n_vocab` are an error. The gradient into `W` adds the rows of repeated ids.
@@ -385,11 +385,11 @@ pub fn embed_id(x: &Array, W: &Variable, ignore_label: Option<i64>) -> Result<Va
             op: OP,
             dtype: x.dtype(),
             shape: x.shape().to_vec(),
-            expected: "int32 or int64 ids",
+            expected: "integer ids",
         });
     }
     let n_vocab = W.shape()[0];
-    let ids = x.astype(DType::I64)?.to_vec::<i64>()?;
+    let ids = crate::array::integer_values(x)?;
     let idx = ids
         .iter()
         .enumerate()

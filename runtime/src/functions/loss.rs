@@ -3,7 +3,7 @@
 use super::{exp, mul, mul_scalar, sub, sum_axes};
 use crate::error::{Error, Result};
 use crate::op::SoftmaxForm;
-use crate::{Array, DType, InputMeta, Variable, function_node};
+use crate::{Array, InputMeta, Variable, function_node};
 
 /// `log(softmax(x))` along an axis.
 struct LogSoftmax {
@@ -186,10 +186,10 @@ fn check_labels(op: &'static str, x: &Variable, t: &Array) -> Result<Vec<i64>> {
             op,
             dtype: t.dtype(),
             shape: t.shape().to_vec(),
-            expected: "int32 or int64 labels",
+            expected: "integer labels",
         });
     }
-    let labels: Vec<i64> = t.astype(DType::I64)?.to_vec()?;
+    let labels: Vec<i64> = crate::array::integer_values(t)?;
     let classes = x.shape()[1] as i64;
     if let Some((i, &bad)) = labels
         .iter()

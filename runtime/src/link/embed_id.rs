@@ -45,7 +45,7 @@ impl EmbedID {
         Ok(EmbedID { W: w, ignore_label })
     }
 
-    /// The vectors of the ids `x` (int32 or int64, any shape): `x.shape + (out_size,)`.
+    /// The vectors of the ids `x` (any integer dtype, any shape): `x.shape + (out_size,)`.
     pub fn forward(&self, x: &Array) -> Result<Variable> {
         embed_id(x, &self.W.variable()?, self.ignore_label)
     }

@@ -391,8 +391,14 @@ fn array_from_view(view: &TensorView<'_>, dtype: DType) -> Array {
 fn safetensors_dtype(dtype: DType) -> Dtype {
     match dtype {
         DType::Bool => Dtype::BOOL,
+        DType::I8 => Dtype::I8,
+        DType::I16 => Dtype::I16,
         DType::I32 => Dtype::I32,
         DType::I64 => Dtype::I64,
+        DType::U8 => Dtype::U8,
+        DType::U16 => Dtype::U16,
+        DType::U32 => Dtype::U32,
+        DType::U64 => Dtype::U64,
         DType::F16 => Dtype::F16,
         DType::BF16 => Dtype::BF16,
         DType::F32 => Dtype::F32,
@@ -453,4 +459,17 @@ macro_rules! impl_le_bytes {
     )*};
 }
 
-impl_le_bytes!(i32, i64, half::f16, half::bf16, f32, f64);
+impl_le_bytes!(
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    half::f16,
+    half::bf16,
+    f32,
+    f64
+);

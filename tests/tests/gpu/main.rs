@@ -66,13 +66,14 @@ const EXACT: (f64, f64) = (0.0, 0.0);
 /// `(atol, rtol)` for results of `dtype`.
 fn tol(dtype: DType, math: Math) -> (f64, f64) {
     match (dtype, math) {
-        (DType::Bool | DType::I32 | DType::I64, _) => EXACT,
         (DType::F16, _) => (1e-2, 1e-2),
         (DType::BF16, _) => (2e-2, 2e-2),
         (DType::F32, Math::Arith) => (1e-6, 1e-5),
         (DType::F32, Math::Transcendental) => (1e-5, 1e-4),
         (DType::F64, Math::Arith) => (1e-12, 1e-12),
         (DType::F64, Math::Transcendental) => (1e-12, 1e-10),
+        // bool and the integers.
+        _ => EXACT,
     }
 }
 
@@ -116,7 +117,8 @@ fn values(shape: &[usize], dtype: DType, seed: u64) -> Array {
     let u = Array::uniform(shape, -1.0, 1.0, DType::F64, &mut rng).unwrap();
     let v = match dtype {
         DType::Bool => u.map(|x: f64| x > 0.0),
-        DType::I32 | DType::I64 => u.map(|x: f64| (x * 10.0).trunc()),
+        d if d.is_signed_int() => u.map(|x: f64| (x * 10.0).trunc()),
+        d if d.is_unsigned() => u.map(|x: f64| ((x + 1.0) * 10.0).trunc()),
         _ => u.map(|x: f64| (x * 24.0).floor() / 8.0),
     }
     .expect("host values");
@@ -293,14 +295,19 @@ const FLOAT_UNARY: [(&str, Unary); 10] = [
     ("cos", Array::cos),
 ];
 
-const NUMERIC: [DType; 6] = [
-    DType::I32,
-    DType::I64,
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-];
+/// Every dtype with arithmetic: the integers, then the floats.
+const NUMERIC: [DType; 12] = {
+    let mut out = [DType::F64; 12];
+    let mut k = 0;
+    while k < 8 {
+        out[k] = DType::INTEGERS[k];
+        k += 1;
+    }
+    out[8] = DType::F16;
+    out[9] = DType::BF16;
+    out[10] = DType::F32;
+    out
+};
 
 /// Every `.rs` file of this suite is a module of it.
 #[test]

@@ -19,7 +19,7 @@ fn reductions_match_the_host() {
         Some(&[1, 2]),
         Some(&[]),
     ];
-    for dtype in [DType::I32, DType::I64, DType::F32, DType::F64] {
+    for dtype in DType::INTEGERS.into_iter().chain([DType::F32, DType::F64]) {
         let inputs = [values(&[3, 4, 5], dtype, 170)];
         for axes in axes_list {
             for keepdims in [false, true] {

@@ -1056,7 +1056,7 @@ fn an_index_out_of_range_names_get_item_the_index_the_axis_and_the_shape() {
     assert_mentions(&err, &["get_item", "step", "zero"]);
     let fidx = Array::from_vec(vec![0.0f32], &[1]).unwrap();
     let err = x.get_item(&[Ix::Array(&fidx)]).expect_err("float index");
-    assert_mentions(&err, &["get_item", "float32", "int32 or int64"]);
+    assert_mentions(&err, &["get_item", "float32", "an integer index array"]);
     let err = x
         .get_item(&[Ix::Array(&idx), Ix::Array(&idx)])
         .expect_err("two index arrays");
@@ -1133,7 +1133,7 @@ fn embed_id_labels_out_of_range_name_embed_id_the_id_and_n_vocab() {
     assert_mentions(&err, &["embed_id", "id -1", "ignore_label -2"]);
     let xf = Array::from_vec(vec![0.0f32], &[1]).unwrap();
     let err = F::embed_id(&xf, &w, None).expect_err("float ids");
-    assert_mentions(&err, &["embed_id", "float32", "int32 or int64"]);
+    assert_mentions(&err, &["embed_id", "float32", "integer ids"]);
     let w3 = Variable::new(f32s(&[2, 2, 2]));
     let err =
         F::embed_id(&Array::from_vec(vec![0i32], &[1]).unwrap(), &w3, None).expect_err("3-D W");

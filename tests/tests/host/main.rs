@@ -18,6 +18,7 @@
 //! | `links`, `optimizers`, `serialize`, `train` | links, optimizers, checkpoints, the MLP example |
 //! | `kernel_sources` | every kernel kusari launches compiles with NVRTC |
 //! | `hostile` | what a careless or adversarial user does |
+//! | `integer_dtypes` | int8, int16, uint8, uint16, uint32, uint64: promotion, wrapping arithmetic, reductions, kernels |
 //!
 //! A test that needs a process to itself (a memory limit, a configuration it changes) runs in a
 //! child process of this binary ([`kusari_tests::run_test_in_child`]).
@@ -30,6 +31,7 @@ mod functions;
 mod gradient_check;
 mod graph;
 mod hostile;
+mod integer_dtypes;
 mod kernel_sources;
 mod links;
 mod macro_forms;

@@ -68,6 +68,12 @@ fn every_dtype() -> Params {
         ("mask", param(vec![true, false, true], &[3])),
         ("ids", param(vec![i32::MIN, -1, 0, i32::MAX], &[2, 2])),
         ("step", param(vec![i64::MAX], &[])),
+        ("q8", param(vec![i8::MIN, -1, i8::MAX], &[3])),
+        ("q16", param(vec![i16::MIN, 7, i16::MAX], &[3])),
+        ("pixels", param(vec![0u8, 128, 255], &[1, 3])),
+        ("u16s", param(vec![0u16, u16::MAX], &[2])),
+        ("u32s", param(vec![u32::MAX, 1], &[2])),
+        ("u64s", param(vec![u64::MAX, 1 << 63], &[2])),
         (
             "half",
             param(
@@ -126,6 +132,22 @@ fn bits(p: &Parameter) -> (DType, Vec<usize>, Vec<u64>) {
         DType::I64 => a
             .to_vec::<i64>()
             .map(|v| v.into_iter().map(|x| x as u64).collect()),
+        DType::I8 => a
+            .to_vec::<i8>()
+            .map(|v| v.into_iter().map(|x| x as u8 as u64).collect()),
+        DType::I16 => a
+            .to_vec::<i16>()
+            .map(|v| v.into_iter().map(|x| x as u16 as u64).collect()),
+        DType::U8 => a
+            .to_vec::<u8>()
+            .map(|v| v.into_iter().map(u64::from).collect()),
+        DType::U16 => a
+            .to_vec::<u16>()
+            .map(|v| v.into_iter().map(u64::from).collect()),
+        DType::U32 => a
+            .to_vec::<u32>()
+            .map(|v| v.into_iter().map(u64::from).collect()),
+        DType::U64 => a.to_vec::<u64>(),
         DType::F16 => a
             .to_vec::<f16>()
             .map(|v| v.into_iter().map(|x| x.to_bits().into()).collect()),
@@ -279,7 +301,13 @@ fn the_file_is_what_the_safetensors_crate_reads() -> Result<()> {
         ("half", Dtype::F16, vec![3]),
         ("ids", Dtype::I32, vec![2, 2]),
         ("mask", Dtype::BOOL, vec![3]),
+        ("pixels", Dtype::U8, vec![1, 3]),
+        ("q16", Dtype::I16, vec![3]),
+        ("q8", Dtype::I8, vec![3]),
         ("step", Dtype::I64, vec![]),
+        ("u16s", Dtype::U16, vec![2]),
+        ("u32s", Dtype::U32, vec![2]),
+        ("u64s", Dtype::U64, vec![2]),
     ]
     .map(|(n, d, s)| (n.to_string(), d, s));
     assert_eq!(found, expected);
@@ -288,6 +316,14 @@ fn the_file_is_what_the_safetensors_crate_reads() -> Result<()> {
     let data = |name: &str| file.tensor(name).expect("saved").data().to_vec();
     assert_eq!(data("step"), i64::MAX.to_le_bytes());
     assert_eq!(data("mask"), [1, 0, 1]);
+    assert_eq!(data("pixels"), [0, 128, 255]);
+    assert_eq!(data("q8"), [0x80, 0xff, 0x7f]);
+    assert_eq!(data("q16"), [0x00, 0x80, 7, 0, 0xff, 0x7f]);
+    assert_eq!(data("u16s"), [0, 0, 0xff, 0xff]);
+    assert_eq!(data("u32s"), [0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0]);
+    let mut u64s = u64::MAX.to_le_bytes().to_vec();
+    u64s.extend((1u64 << 63).to_le_bytes());
+    assert_eq!(data("u64s"), u64s);
     assert_eq!(&data("W")[..4], 0.1f32.to_le_bytes());
     assert_eq!(&data("ids")[12..], i32::MAX.to_le_bytes());
     Ok(())
