@@ -63,9 +63,12 @@ fn scalar_ops_match_the_host() {
     for dtype in NUMERIC {
         for (s, &(layout, shape, view)) in SINGLES.iter().enumerate() {
             let inputs = [values(shape, dtype, 30 + s as u64)];
-            // Integer arrays refuse fractional scalars (tests/hostile/numerics.rs).
+            // Integer arrays refuse fractional scalars, and unsigned ones negative scalars
+            // (tests/hostile/numerics.rs, tests/host/integer_dtypes.rs).
             let scalars = if dtype.is_float() {
                 [2.5, -1.5, 0.0]
+            } else if dtype.is_unsigned() {
+                [3.0, 2.0, 0.0]
             } else {
                 [3.0, -2.0, 0.0]
             };
