@@ -9,8 +9,17 @@
 //! the first parallel operation tries that number of threads in a pool of its own, halves it
 //! until they all start, and starts the global pool with the number that did. Where the program
 //! started the global pool itself, first, its pool is used as it is.
+//!
+//! Each pool thread starts on its own ([`spawn_started`]): the standard library sets up a new
+//! thread's signal stack inside that thread and aborts the whole process when it cannot, so a
+//! thread whose stack still fitted while the threads started before it took the rest of the
+//! room would abort, not fail to start. A thread is only spawned once the previous one runs and
+//! the room for two more stacks can be reserved.
 
+use std::io;
 use std::sync::Once;
+use std::sync::mpsc::sync_channel;
+use std::thread::JoinHandle;
 
 /// Starts the global pool if nobody has (see the module's doc); cheap after the first call.
 pub(crate) fn start() {
@@ -24,6 +33,7 @@ pub(crate) fn start() {
         // could not start a second time (rayon then says so at its first use).
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(n)
+            .spawn_handler(|thread| spawn_started(thread).map(drop))
             .build_global();
     });
 }
@@ -51,7 +61,7 @@ fn can_start(n: usize) -> bool {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .spawn_handler(|thread| {
-            handles.push(std::thread::Builder::new().spawn(|| thread.run())?);
+            handles.push(spawn_started(thread)?);
             Ok(())
         })
         .build();
@@ -62,6 +72,39 @@ fn can_start(n: usize) -> bool {
         let _ = h.join();
     }
     started
+}
+
+/// Starts a pool thread and returns once it runs (its signal stack is set up), or refuses to
+/// start it where the room for two more stacks cannot be reserved (see the module's doc).
+fn spawn_started(thread: rayon::ThreadBuilder) -> io::Result<JoinHandle<()>> {
+    if !room_for_a_thread() {
+        return Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            "no room for another thread's stacks",
+        ));
+    }
+    let (running, started) = sync_channel(1);
+    let handle = std::thread::Builder::new().spawn(move || {
+        let _ = running.send(());
+        thread.run();
+    })?;
+    let _ = started.recv();
+    Ok(handle)
+}
+
+/// Whether two more threads' stacks (the standard library's size, `RUST_MIN_STACK` or 2 MiB)
+/// and a MiB more can be reserved now; the reservation is given back at once.
+fn room_for_a_thread() -> bool {
+    let stack = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(2 << 20);
+    let bytes = stack.saturating_mul(2).saturating_add(1 << 20);
+    let mut probe = Vec::<u8>::new();
+    let room = probe.try_reserve_exact(bytes).is_ok();
+    // Kept observable, so the allocation is not optimized away.
+    std::hint::black_box(&mut probe);
+    room
 }
 
 #[cfg(test)]
