@@ -392,8 +392,10 @@ impl_element!(
 impl_element!(f64, F64, |v: f64| v, |v: f64| v, |_| None, |v: i64| v
     as f64);
 
+/// The integers' arithmetic: wrapping, division by zero giving 0, and `magnitude` as given
+/// (`wrapping_abs` for the signed ones, the value itself for the unsigned ones).
 macro_rules! impl_num_int {
-    ($($t:ty),*) => {$(
+    (|$v:ident| $magnitude:expr; $($t:ty),*) => {$(
         impl NumElement for $t {
             #[inline(always)]
             fn plus(self, o: Self) -> Self { self.wrapping_add(o) }
@@ -406,26 +408,7 @@ macro_rules! impl_num_int {
             #[inline(always)]
             fn negate(self) -> Self { self.wrapping_neg() }
             #[inline(always)]
-            fn magnitude(self) -> Self { self.wrapping_abs() }
-        }
-    )*};
-}
-
-macro_rules! impl_num_uint {
-    ($($t:ty),*) => {$(
-        impl NumElement for $t {
-            #[inline(always)]
-            fn plus(self, o: Self) -> Self { self.wrapping_add(o) }
-            #[inline(always)]
-            fn minus(self, o: Self) -> Self { self.wrapping_sub(o) }
-            #[inline(always)]
-            fn times(self, o: Self) -> Self { self.wrapping_mul(o) }
-            #[inline(always)]
-            fn over(self, o: Self) -> Self { self.checked_div(o).unwrap_or(0) }
-            #[inline(always)]
-            fn negate(self) -> Self { self.wrapping_neg() }
-            #[inline(always)]
-            fn magnitude(self) -> Self { self }
+            fn magnitude(self) -> Self { let $v = self; $magnitude }
         }
     )*};
 }
@@ -449,8 +432,8 @@ macro_rules! impl_num_float {
     )*};
 }
 
-impl_num_int!(i8, i16, i32, i64);
-impl_num_uint!(u8, u16, u32, u64);
+impl_num_int!(|v| v.wrapping_abs(); i8, i16, i32, i64);
+impl_num_int!(|v| v; u8, u16, u32, u64);
 impl_num_float!(half::f16, half::bf16, f32, f64);
 
 impl FloatElement for half::f16 {}

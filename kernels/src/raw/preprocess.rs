@@ -69,7 +69,7 @@ impl PpToken {
     }
 
     fn is(&self, p: &str) -> bool {
-        self.kind == PpKind::Punct(leak_punct(p))
+        matches!(self.kind, PpKind::Punct(q) if q == p)
     }
 
     fn spelling(&self) -> String {
@@ -831,7 +831,7 @@ impl Expr<'_> {
     }
 
     fn eat(&mut self, op: &str) -> bool {
-        let hit = self.peek() == Some(leak_punct(op)) && !op.is_empty();
+        let hit = self.peek() == Some(op);
         if hit {
             self.at += 1;
         }
