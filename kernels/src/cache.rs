@@ -65,6 +65,11 @@ impl CacheKey {
         ]))
     }
 
+    /// The key of a module already compiled (PTX, a cubin): its bytes.
+    pub fn of_image(image: &[u8]) -> Self {
+        CacheKey(fnv128(&[b"compiled module", image]))
+    }
+
     fn file_name(self) -> String {
         format!("{:032x}.bin", self.0)
     }

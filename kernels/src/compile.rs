@@ -26,8 +26,7 @@ fn options() -> Vec<String> {
     vec!["--std=c++17".to_string()]
 }
 
-/// The first bytes of a cubin (an ELF file).
-pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+pub use crate::raw::ELF_MAGIC;
 
 /// What [`compile_binary`] compiles for.
 ///
@@ -216,6 +215,17 @@ impl Drop for Program {
 /// One NVRTC run: `src` compiled with `--gpu-architecture={arch}`, PTX (with its trailing NUL,
 /// as NVRTC returns it) or cubin bytes.
 fn run_nvrtc(src: &KernelSource, arch: &str, output: Output) -> Result<Vec<u8>, RunError> {
+    run_nvrtc_named(src, arch, output, &[]).map(|(binary, _)| binary)
+}
+
+/// [`run_nvrtc`] with name expressions (`my_func<float>`) given to NVRTC, whose lowered
+/// (mangled) names come back in their order.
+fn run_nvrtc_named(
+    src: &KernelSource,
+    arch: &str,
+    output: Output,
+    names: &[String],
+) -> Result<(Vec<u8>, Vec<String>), RunError> {
     let source = CString::new(src.source.as_bytes())
         .map_err(|_| RunError::Other("the generated source contains a NUL byte".into()))?;
     let name = CString::new(format!("{}.cu", src.entry))
@@ -224,6 +234,17 @@ fn run_nvrtc(src: &KernelSource, arch: &str, output: Output) -> Result<Vec<u8>, 
         result::create_program(&source, Some(&name))
             .map_err(|e| RunError::Other(format!("nvrtcCreateProgram failed: {e:?}")))?,
     );
+    let names: Vec<CString> = names
+        .iter()
+        .map(|n| CString::new(n.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| RunError::Other("a name expression contains a NUL byte".into()))?;
+    for n in &names {
+        // SAFETY: `prog` is live (see below) and `n` a NUL-terminated string.
+        unsafe { sys::nvrtcAddNameExpression(prog.0, n.as_ptr()) }
+            .result()
+            .map_err(|e| RunError::Other(format!("nvrtcAddNameExpression failed: {e:?}")))?;
+    }
     let mut opts = vec![format!("--gpu-architecture={arch}")];
     opts.extend(options());
     // SAFETY: `prog` is a live program (destroyed only by its `Drop`, after this function's
@@ -244,7 +265,33 @@ fn run_nvrtc(src: &KernelSource, arch: &str, output: Output) -> Result<Vec<u8>, 
             RunError::Other(log)
         });
     }
-    match output {
+    let mut lowered = Vec::with_capacity(names.len());
+    for n in &names {
+        let mut out: *const c_char = std::ptr::null();
+        // SAFETY: `prog` is live and compiled with `n` added; NVRTC points `out` at a string it
+        // owns until the program is destroyed, which is after the copy below.
+        unsafe { sys::nvrtcGetLoweredName(prog.0, n.as_ptr(), &mut out) }
+            .result()
+            .map_err(|e| {
+                RunError::Other(format!(
+                    "nvrtcGetLoweredName failed for `{}`: {e:?}",
+                    n.to_string_lossy()
+                ))
+            })?;
+        if out.is_null() {
+            return Err(RunError::Other(format!(
+                "NVRTC gave no lowered name for `{}`",
+                n.to_string_lossy()
+            )));
+        }
+        // SAFETY: `out` is a NUL-terminated string NVRTC owns (above).
+        lowered.push(
+            unsafe { std::ffi::CStr::from_ptr(out) }
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    let binary = match output {
         // SAFETY: `prog` is live and compiled.
         Output::Ptx => unsafe { result::get_ptx(prog.0) }
             .map(c_bytes)
@@ -265,7 +312,8 @@ fn run_nvrtc(src: &KernelSource, arch: &str, output: Output) -> Result<Vec<u8>, 
                 .map_err(|e| RunError::Other(format!("nvrtcGetCUBIN failed: {e:?}")))?;
             Ok(cubin)
         }
-    }
+    }?;
+    Ok((binary, lowered))
 }
 
 /// Compiles `src` to PTX for `arch` (e.g. `"compute_90"`). The text has no trailing NUL (see
@@ -318,19 +366,30 @@ fn resolve(src: &KernelSource, target: Target) -> Result<Target, CompileError> {
 /// Compiles an already resolved target; a cubin NVRTC rejects the architecture of becomes PTX
 /// for the same compute capability.
 fn compile_resolved(src: &KernelSource, target: Target) -> Result<(Target, Vec<u8>), CompileError> {
+    compile_resolved_named(src, target, &[]).map(|(t, b, _)| (t, b))
+}
+
+/// [`compile_resolved`] with name expressions, whose lowered names come back too.
+fn compile_resolved_named(
+    src: &KernelSource,
+    target: Target,
+    names: &[String],
+) -> Result<(Target, Vec<u8>, Vec<String>), CompileError> {
     let arch = target.to_string();
     match target {
         Target::Ptx { .. } => {
-            let mut ptx =
-                run_nvrtc(src, &arch, Output::Ptx).map_err(|e| e.into_compile_error(src, &arch))?;
+            let (mut ptx, lowered) = run_nvrtc_named(src, &arch, Output::Ptx, names)
+                .map_err(|e| e.into_compile_error(src, &arch))?;
             if ptx.last() != Some(&0) {
                 ptx.push(0);
             }
-            Ok((target, ptx))
+            Ok((target, ptx, lowered))
         }
-        Target::Cubin { major, minor } => match run_nvrtc(src, &arch, Output::Cubin) {
-            Ok(cubin) => Ok((target, cubin)),
-            Err(RunError::InvalidOption(_)) => compile_resolved(src, Target::Ptx { major, minor }),
+        Target::Cubin { major, minor } => match run_nvrtc_named(src, &arch, Output::Cubin, names) {
+            Ok((cubin, lowered)) => Ok((target, cubin, lowered)),
+            Err(RunError::InvalidOption(_)) => {
+                compile_resolved_named(src, Target::Ptx { major, minor }, names)
+            }
             Err(e) => Err(e.into_compile_error(src, &arch)),
         },
     }
@@ -402,6 +461,128 @@ pub fn compile_binary_cached(
         Target::Ptx { major, minor }
     };
     Ok((actual, binary))
+}
+
+/// [`compile_binary`] with name expressions (CuPy's `name_expressions`: `my_func<float>`, the
+/// address of a template kernel's instance): NVRTC instantiates each and says its lowered
+/// (mangled) name, the name the compiled module knows it by. The names come back in the
+/// expressions' order.
+pub fn compile_binary_named(
+    src: &KernelSource,
+    target: &Target,
+    names: &[String],
+) -> Result<(Target, NamedBinary), CompileError> {
+    if !nvrtc_available() {
+        return Err(CompileError::NvrtcUnavailable);
+    }
+    let (used, binary, lowered) = compile_resolved_named(src, resolve(src, *target)?, names)?;
+    Ok((
+        used,
+        NamedBinary {
+            binary: Arc::new(binary),
+            lowered,
+        },
+    ))
+}
+
+/// [`compile_binary_named`] through `cache`: the entry holds the lowered names before the
+/// binary ([`NamedBinary`]), and its key the expressions. Without expressions, this is
+/// [`compile_binary_cached`].
+pub fn compile_binary_named_cached(
+    src: &KernelSource,
+    target: &Target,
+    names: &[String],
+    cache: &BinaryCache,
+) -> Result<(Target, NamedBinary), CompileError> {
+    if names.is_empty() {
+        return compile_binary_cached(src, target, cache).map(|(t, binary)| {
+            (
+                t,
+                NamedBinary {
+                    binary,
+                    lowered: Vec::new(),
+                },
+            )
+        });
+    }
+    let version = nvrtc_version()?;
+    let resolved = resolve(src, *target)?;
+    let mut opts = options();
+    opts.extend(names.iter().map(|n| format!("--name-expression={n}")));
+    let key = CacheKey::new(&src.source, &opts, version, &format!("binary:{resolved}"));
+    let entry = cache.get_or_compile(key, || {
+        compile_resolved_named(src, resolved, names).map(|(_, binary, lowered)| {
+            NamedBinary {
+                binary: Arc::new(binary),
+                lowered,
+            }
+            .encode()
+        })
+    })?;
+    let named = NamedBinary::decode(&entry, names.len()).ok_or_else(|| {
+        failed(
+            src,
+            &resolved.to_string(),
+            "a damaged cache entry".to_string(),
+        )
+    })?;
+    let (major, minor) = resolved.capability();
+    let actual = if named.binary.starts_with(ELF_MAGIC) {
+        Target::Cubin { major, minor }
+    } else {
+        Target::Ptx { major, minor }
+    };
+    Ok((actual, named))
+}
+
+/// A compiled module with the lowered names of its name expressions, as a cache entry holds
+/// them: the count (4 bytes, little-endian), each name's length (4 bytes) and bytes, then the
+/// binary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedBinary {
+    /// What the device loads.
+    pub binary: Arc<Vec<u8>>,
+    /// The lowered names, in the expressions' order.
+    pub lowered: Vec<String>,
+}
+
+impl NamedBinary {
+    /// The entry's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.binary.len() + 64);
+        out.extend((self.lowered.len() as u32).to_le_bytes());
+        for n in &self.lowered {
+            out.extend((n.len() as u32).to_le_bytes());
+            out.extend(n.as_bytes());
+        }
+        out.extend(self.binary.iter());
+        out
+    }
+
+    /// The entry read back, if it holds `count` names.
+    pub fn decode(bytes: &[u8], count: usize) -> Option<NamedBinary> {
+        fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+            let (head, tail) = (bytes.get(..n)?, bytes.get(n..)?);
+            *bytes = tail;
+            Some(head)
+        }
+        fn len(bytes: &mut &[u8]) -> Option<usize> {
+            Some(u32::from_le_bytes(take(bytes, 4)?.try_into().ok()?) as usize)
+        }
+        let mut rest = bytes;
+        if len(&mut rest)? != count {
+            return None;
+        }
+        let mut lowered = Vec::with_capacity(count);
+        for _ in 0..count {
+            let n = len(&mut rest)?;
+            lowered.push(String::from_utf8(take(&mut rest, n)?.to_vec()).ok()?);
+        }
+        Some(NamedBinary {
+            binary: Arc::new(rest.to_vec()),
+            lowered,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -309,25 +309,22 @@ pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);
 /// None needed: nothing runs.
 pub(crate) unsafe fn launch_raw(
     ordinal: usize,
-    src: &kusari_kernels::codegen::KernelSource,
+    code: &crate::launch_plan::RawCode,
     _loads: &RawLoads,
     _dims: RawDims,
     _args: &[RawArg<CudaRef<'_>>],
 ) -> Result<()> {
     Err(unavailable(&format!(
         "raw kernel {} on cuda:{ordinal}",
-        src.entry
+        code.name()
     )))
 }
 
 /// Compiles a raw module: an error in this build.
-pub(crate) fn compile_raw(
-    ordinal: usize,
-    src: &kusari_kernels::codegen::KernelSource,
-) -> Result<()> {
+pub(crate) fn compile_raw(ordinal: usize, code: &crate::launch_plan::RawCode) -> Result<()> {
     Err(unavailable(&format!(
         "raw module {} on cuda:{ordinal}",
-        src.entry
+        code.name()
     )))
 }
 

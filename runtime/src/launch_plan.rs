@@ -34,6 +34,42 @@ pub(crate) enum RawArg<A> {
     Value(u64, usize),
 }
 
+/// The code a raw kernel runs: a function of a CUDA source, compiled for each device, or of a
+/// module compiled already.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // The build without CUDA launches nothing.
+pub(crate) enum RawCode {
+    /// A source; the kernel is `src.entry`, or, with `instance`, the template instance
+    /// `names[instance]` (a name expression, compiled with all of the module's `names`).
+    Source {
+        /// The module's translation unit, with this kernel as its entry.
+        src: KernelSource,
+        /// The module's name expressions.
+        names: std::sync::Arc<[String]>,
+        /// Which of them this kernel is, if any.
+        instance: Option<usize>,
+    },
+    /// A compiled module (PTX, a cubin, a fatbin) and the kernel's name in it.
+    Binary {
+        /// The kernel's compiled name.
+        entry: String,
+        /// What a device loads.
+        image: std::sync::Arc<Vec<u8>>,
+        /// What it is.
+        format: kusari_kernels::raw::BinaryFormat,
+    },
+}
+
+impl RawCode {
+    /// The kernel's name, as its user knows it.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            RawCode::Source { src, .. } => &src.entry,
+            RawCode::Binary { entry, .. } => entry,
+        }
+    }
+}
+
 /// A launch's arguments, with arrays as `A` (buffers and layouts at the storage layer's level
 /// or the CUDA backend's).
 pub(crate) struct LaunchArgs<'a, A> {

@@ -9,14 +9,15 @@ use std::sync::Arc;
 use kusari_kernels::ScalarType;
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::raw::{
-    CType, RawFunction, RawParam, RawParamType, check_launch, parse_kernels, raw_source,
+    BinaryFormat, CType, CompiledClass, RawFunction, RawParam, RawParamType, binary_kernels,
+    check_launch, is_name_expression, parse_instance, parse_kernels, raw_source,
 };
 
 use crate::config::default_device;
 use crate::cuda::RawLoads;
 use crate::elementwise_kernel::KernelArg;
 use crate::error::{Error, Result};
-use crate::launch_plan::RawArg;
+use crate::launch_plan::{RawArg, RawCode};
 use crate::layout::Layout;
 use crate::storage::Storage;
 use crate::{Array, DType, Device, Scalar};
@@ -99,22 +100,44 @@ pub struct RawModule {
 }
 
 struct ModuleInner {
-    /// What the source is called in compiler messages (`#line 1 "<label>"`).
+    /// What the module is called in messages (and, for a source, in compiler messages:
+    /// `#line 1 "<label>"`).
     label: String,
-    /// The user's code.
-    code: String,
-    /// The compile options, validated.
-    options: Vec<String>,
-    /// The `__global__` functions the parser read from the code with its options.
-    functions: Vec<RawFunction>,
+    /// Its code.
+    code: ModuleCode,
+    /// The `__global__` functions read from the code, or why they could not be.
+    functions: std::result::Result<Vec<RawFunction>, String>,
+}
+
+/// A module's code: CUDA source, or a module compiled already.
+enum ModuleCode {
+    Source {
+        /// The user's code.
+        code: String,
+        /// The compile options, validated.
+        options: Vec<String>,
+        /// The name expressions (template instances) compiled in.
+        names: Arc<[String]>,
+    },
+    Binary {
+        /// What a device loads (PTX NUL-terminated).
+        image: Arc<Vec<u8>>,
+        /// What it is.
+        format: BinaryFormat,
+    },
 }
 
 impl fmt::Debug for RawModule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawModule")
-            .field("kernels", &self.kernel_names())
-            .field("options", &self.inner.options)
-            .finish()
+        let mut d = f.debug_struct("RawModule");
+        d.field("kernels", &self.kernel_names());
+        match &self.inner.code {
+            ModuleCode::Source { options, names, .. } => {
+                d.field("options", options).field("name_expressions", names)
+            }
+            ModuleCode::Binary { format, .. } => d.field("format", format),
+        };
+        d.finish()
     }
 }
 
@@ -139,49 +162,247 @@ impl RawModule {
     /// assert!(e.to_string().contains("`-O3` is not supported"), "{e}");
     /// ```
     pub fn with_options(code: &str, options: &[&str]) -> Result<RawModule> {
-        RawModule::labelled("raw_module", code, options)
+        RawModule::with_name_expressions(code, options, &[])
     }
 
-    fn labelled(label: &str, code: &str, options: &[&str]) -> Result<RawModule> {
-        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-        let src = raw_source(label, label, code, &options).map_err(|e| Error::InvalidKernel {
+    /// A module from CUDA source with `options` ([`with_options`](Self::with_options)) and
+    /// the instances `name_expressions` of its template kernels (CuPy's `name_expressions`):
+    /// each, such as `"scale<float, 4>"`, is compiled in, and
+    /// [`get_function`](Self::get_function) given the same string returns that instance. Its
+    /// parameters are read from the template with the expression's arguments (or the
+    /// template's defaults) put in for its type parameters, so its launches are checked as an
+    /// `extern "C"` kernel's are. On a GPU, NVRTC says the (mangled) name the instance has in
+    /// the compiled module; on the emulated device, the host compiler instantiates it.
+    ///
+    /// An expression that is not a template's name and arguments (`name<..>`) is an
+    /// [`Error::InvalidKernel`].
+    ///
+    /// ```
+    /// use kusari::{Array, Device, RawModule};
+    /// let module = RawModule::with_name_expressions(
+    ///     r#"template <typename T, int N = 1>
+    ///     __global__ void times(T* x, int n) {
+    ///         int i = blockIdx.x * blockDim.x + threadIdx.x;
+    ///         if (i < n) x[i] *= N;
+    ///     }"#,
+    ///     &[],
+    ///     &["times<float, 3>", "times<double>"],
+    /// )
+    /// .unwrap();
+    /// let k = module.get_function("times<float, 3>").unwrap();
+    /// assert_eq!(k.params().unwrap()[0].decl, "T* x");
+    /// let x = Array::from_vec(vec![1.0f64, 2.0], &[2]).unwrap();
+    /// // `times<float, 3>` takes float arrays.
+    /// let e = k.launch(1, 32, &[(&x).into(), 2.into()]).unwrap_err();
+    /// assert!(e.to_string().contains("points to float"), "{e}");
+    /// if kusari::cuda::is_available() {
+    ///     let x = x.to_device(Device::Cuda(0)).unwrap();
+    ///     let k = module.get_function("times<double>").unwrap();
+    ///     k.launch(1, 32, &[(&x).into(), 2.into()]).unwrap();
+    ///     assert_eq!(x.to_vec::<f64>().unwrap(), [1.0, 2.0]);
+    /// }
+    /// ```
+    pub fn with_name_expressions(
+        code: &str,
+        options: &[&str],
+        name_expressions: &[&str],
+    ) -> Result<RawModule> {
+        RawModule::labelled("raw_module", code, options, name_expressions)
+    }
+
+    fn labelled(
+        label: &str,
+        code: &str,
+        options: &[&str],
+        name_expressions: &[&str],
+    ) -> Result<RawModule> {
+        let invalid = |message: String| Error::InvalidKernel {
             kernel: label.to_string(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        let src = raw_source(label, label, code, &options).map_err(|e| invalid(e.to_string()))?;
+        let mut names: Vec<String> = Vec::with_capacity(name_expressions.len());
+        for &e in name_expressions {
+            if !is_name_expression(e) {
+                return Err(invalid(format!(
+                    "`{e}` is not a name expression: a template kernel's name and its \
+                     arguments, such as `my_kernel<float, 4>`"
+                )));
+            }
+            if !names.iter().any(|n| n == e) {
+                names.push(e.to_string());
+            }
+        }
         Ok(RawModule {
             inner: Arc::new(ModuleInner {
                 label: label.to_string(),
-                code: code.to_string(),
-                functions: parse_kernels(&src.source),
-                options,
+                functions: Ok(parse_kernels(&src.source)),
+                code: ModuleCode::Source {
+                    code: code.to_string(),
+                    options,
+                    names: names.into(),
+                },
             }),
         })
     }
 
-    /// The `extern "C" __global__` kernels the source declares in a form kusari reads.
+    /// A module compiled already: PTX text (CuPy's `RawModule(path='k.ptx')` with the text).
+    /// The driver compiles it for the device when it is loaded. Its `.entry` kernels and their
+    /// parameters are read from it (PTX says each one's width, and whether it is a float, an
+    /// integer or an 8-byte integer or pointer), and launches are checked against them.
+    ///
+    /// Only a GPU loads compiled code: on the emulated device, compiling or launching it is an
+    /// [`Error::CudaUnavailable`] saying so.
+    ///
+    /// ```
+    /// use kusari::RawModule;
+    /// let m = RawModule::from_ptx(
+    ///     ".version 8.0\n.target sm_80\n.address_size 64\n\
+    ///      .visible .entry fill(\n .param .u64 fill_param_0,\n .param .f32 fill_param_1\n)\n\
+    ///      {\n ret;\n}\n",
+    /// )
+    /// .unwrap();
+    /// assert_eq!(m.kernel_names(), ["fill"]);
+    /// let fill = m.get_function("fill").unwrap();
+    /// let e = fill.launch(1, 1, &[1.5f32.into(), 2.0f32.into()]).unwrap_err();
+    /// assert!(e.to_string().contains("8-byte integer or pointer"), "{e}");
+    /// ```
+    pub fn from_ptx(ptx: &str) -> Result<RawModule> {
+        RawModule::from_binary(ptx.as_bytes())
+    }
+
+    /// A module compiled already, told apart by its first bytes: PTX text, a cubin (an ELF
+    /// file) or a fatbin. A cubin records its kernels and each parameter's size, nothing more,
+    /// so the widths of a launch's arguments are checked, not their types
+    /// ([`RawKernel::unchecked_reason`] says so); a fatbin's kernels are not read, and are
+    /// looked up by name when launched. Bytes that are none of the three are an
+    /// [`Error::InvalidKernel`] saying what they are not. See [`from_ptx`](Self::from_ptx) for
+    /// where it runs.
+    pub fn from_binary(bytes: &[u8]) -> Result<RawModule> {
+        RawModule::binary("raw_module", bytes)
+    }
+
+    /// A module compiled already, read from the file at `path` (CuPy's `RawModule(path=..)`):
+    /// PTX, a cubin or a fatbin, as [`from_binary`](Self::from_binary) tells them apart. The
+    /// module is called by the file's name in messages. A file that cannot be read is an
+    /// [`Error::InvalidKernel`] saying why.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<RawModule> {
+        let path = path.as_ref();
+        let label = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let bytes = std::fs::read(path).map_err(|e| Error::InvalidKernel {
+            kernel: label.clone(),
+            message: format!("cannot read `{}`: {e}", path.display()),
+        })?;
+        RawModule::binary(&label, &bytes)
+    }
+
+    fn binary(label: &str, bytes: &[u8]) -> Result<RawModule> {
+        let format = BinaryFormat::of(bytes).map_err(|message| Error::InvalidKernel {
+            kernel: label.to_string(),
+            message,
+        })?;
+        let mut image = bytes.to_vec();
+        if format == BinaryFormat::Ptx && image.last() != Some(&0) {
+            // The driver reads PTX up to its NUL.
+            image.push(0);
+        }
+        let functions = match binary_kernels(&image, format) {
+            Ok(f) => Ok(f),
+            Err(why) if format == BinaryFormat::Cubin => {
+                return Err(Error::InvalidKernel {
+                    kernel: label.to_string(),
+                    message: format!("the cubin cannot be read: {why}"),
+                });
+            }
+            Err(why) => Err(why),
+        };
+        Ok(RawModule {
+            inner: Arc::new(ModuleInner {
+                label: label.to_string(),
+                code: ModuleCode::Binary {
+                    image: Arc::new(image),
+                    format,
+                },
+                functions,
+            }),
+        })
+    }
+
+    /// The kernels the module has that can be asked for by name: for a source, the `extern
+    /// "C" __global__` kernels it declares in a form kusari reads; for PTX or a cubin, every
+    /// kernel (by its compiled name: C++-mangled unless declared `extern "C"`); for a fatbin,
+    /// none known.
     pub fn kernel_names(&self) -> Vec<&str> {
-        self.inner
-            .functions
+        let Ok(functions) = &self.inner.functions else {
+            return Vec::new();
+        };
+        functions
             .iter()
             .filter(|f| f.extern_c)
             .map(|f| f.name.as_str())
             .collect()
     }
 
+    /// The name expressions compiled in ([`with_name_expressions`](Self::with_name_expressions)).
+    pub fn name_expressions(&self) -> Vec<&str> {
+        match &self.inner.code {
+            ModuleCode::Source { names, .. } => names.iter().map(String::as_str).collect(),
+            ModuleCode::Binary { .. } => Vec::new(),
+        }
+    }
+
+    /// What the module was made from when compiled already (PTX, a cubin, a fatbin); `None`
+    /// for CUDA source.
+    pub fn binary_format(&self) -> Option<BinaryFormat> {
+        match &self.inner.code {
+            ModuleCode::Source { .. } => None,
+            ModuleCode::Binary { format, .. } => Some(*format),
+        }
+    }
+
     /// The translation unit compiled: the options' `#define` lines, a `#line` directive, and
-    /// the code.
+    /// the code. For a module compiled already: its PTX, or nothing for a cubin or a fatbin.
     pub fn source(&self) -> String {
         self.kernel_source(&self.inner.label).source
     }
 
     fn kernel_source(&self, entry: &str) -> KernelSource {
-        raw_source(
-            &self.inner.label,
-            entry,
-            &self.inner.code,
-            &self.inner.options,
-        )
-        .expect("the options and the code were checked when the module was made")
+        match &self.inner.code {
+            ModuleCode::Source { code, options, .. } => {
+                raw_source(&self.inner.label, entry, code, options)
+                    .expect("the options and the code were checked when the module was made")
+            }
+            ModuleCode::Binary { image, format } => KernelSource {
+                entry: entry.to_string(),
+                source: match format {
+                    BinaryFormat::Ptx => {
+                        String::from_utf8_lossy(image.strip_suffix(&[0]).unwrap_or(image))
+                            .into_owned()
+                    }
+                    _ => String::new(),
+                },
+            },
+        }
+    }
+
+    /// The code a launch of the kernel `entry` runs (`instance`: which name expression it is).
+    fn raw_code(&self, entry: &str, instance: Option<usize>) -> RawCode {
+        match &self.inner.code {
+            ModuleCode::Source { names, .. } => RawCode::Source {
+                src: self.kernel_source(entry),
+                names: names.clone(),
+                instance,
+            },
+            ModuleCode::Binary { image, format } => RawCode::Binary {
+                entry: entry.to_string(),
+                image: image.clone(),
+                format: *format,
+            },
+        }
     }
 
     /// Compiles the module for `device` and loads it there (CuPy's `RawModule.compile()`), so
@@ -189,7 +410,8 @@ impl RawModule {
     /// [`Error::KernelCompile`] with the compiler's log and the code numbered as written. The
     /// kernels of the module then launch on that device without compiling or loading anything
     /// (the binary and upload caches hold it). The host is an [`Error::KernelArguments`]; a
-    /// build or machine without CUDA an [`Error::CudaUnavailable`].
+    /// build or machine without CUDA an [`Error::CudaUnavailable`]. A module compiled already
+    /// is loaded (a GPU's driver checks it then).
     ///
     /// ```
     /// use kusari::{Device, Error, RawModule};
@@ -204,28 +426,115 @@ impl RawModule {
     pub fn compile(&self, device: Device) -> Result<()> {
         Storage::compile_raw(
             &self.inner.label,
-            &self.kernel_source(&self.inner.label),
+            &self.raw_code(&self.inner.label, None),
             device,
         )
     }
 
-    /// The kernel `name` (CuPy's `get_function`). It must be declared `extern "C"`, since
-    /// otherwise its compiled name is C++-mangled. A name the source declares in no form kusari
-    /// reads and does not mention at all is an [`Error::InvalidKernel`] listing the kernels it
-    /// has; one it mentions but does not declare readably (a kernel made by a macro) is looked
-    /// up when first launched, and its arguments are not checked
-    /// ([`RawKernel::unchecked_reason`]).
+    /// The kernel `name` (CuPy's `get_function`): an `extern "C"` kernel of the source (any
+    /// other has a C++-mangled compiled name), one of the module's name expressions, or, for a
+    /// module compiled already, a kernel by its compiled name. A name the source declares in
+    /// no form kusari reads and does not mention at all is an [`Error::InvalidKernel`] listing
+    /// the kernels it has, as is a template instance not among the name expressions; one it
+    /// mentions but does not declare readably (a kernel made by a macro) is looked up when
+    /// first launched, and its arguments are not checked ([`RawKernel::unchecked_reason`]).
     pub fn get_function(&self, name: &str) -> Result<RawKernel> {
+        let invalid = |message: String| Error::InvalidKernel {
+            kernel: name.to_string(),
+            message,
+        };
+        let (params, instance) = match &self.inner.code {
+            ModuleCode::Source { names, .. } if is_name_expression(name) => {
+                let Some(i) = names.iter().position(|n| n == name) else {
+                    return Err(invalid(format!(
+                        "`{name}` is not among the module's name expressions ({}); a template \
+                         kernel's instance is compiled only when named in \
+                         `RawModule::with_name_expressions`",
+                        if names.is_empty() {
+                            "it has none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    )));
+                };
+                let source = self.kernel_source(name).source;
+                let params = match parse_instance(&source, name) {
+                    Some(f) => match f.unchecked {
+                        Some(why) => Err(format!("{why}; its arguments are not checked")),
+                        None => Ok(f.params),
+                    },
+                    None => Err(format!(
+                        "no template kernel the source declares in a form kusari reads takes \
+                         the arguments of `{name}`, so its arguments are not checked"
+                    )),
+                };
+                (params, Some(i))
+            }
+            ModuleCode::Source { code, .. } => (self.source_params(name, code)?, None),
+            ModuleCode::Binary { format, .. } => (self.binary_params(name, *format)?, None),
+        };
+        // Parameters of types kusari does not read pass their arguments as given; those known
+        // only by their size are checked for it alone.
+        let unknown: Vec<String> = (params.iter().flatten().enumerate())
+            .filter(|(_, p)| p.ty == RawParamType::Unknown)
+            .map(|(i, p)| format!("parameter {i} (declared `{}`)", p.decl))
+            .collect();
+        let sized: Vec<String> = (params.iter().flatten().enumerate())
+            .filter(|(_, p)| {
+                matches!(
+                    p.ty,
+                    RawParamType::Compiled {
+                        class: CompiledClass::Bytes,
+                        ..
+                    }
+                )
+            })
+            .map(|(i, _)| i.to_string())
+            .collect();
+        let mut notes = Vec::new();
+        if !unknown.is_empty() {
+            notes.push(format!(
+                "{} of a type kusari does not read (a struct, a template argument), so its \
+                 argument is passed as given, unchecked",
+                unknown.join(", ")
+            ));
+        }
+        if !sized.is_empty() {
+            notes.push(format!(
+                "parameter(s) {} are known only by their size (the compiled module records no \
+                 more), so only the widths of their arguments are checked",
+                sized.join(", ")
+            ));
+        }
+        Ok(RawKernel {
+            inner: Arc::new(KernelInner {
+                source: self.kernel_source(name),
+                code: self.raw_code(name, instance),
+                params,
+                unknown: (!notes.is_empty()).then(|| notes.join("; ")),
+                loads: RawLoads::default(),
+            }),
+        })
+    }
+
+    /// The parameters of the kernel `name` of a source module, or why they are not read.
+    fn source_params(
+        &self,
+        name: &str,
+        code: &str,
+    ) -> Result<std::result::Result<Vec<RawParam>, String>> {
         let invalid = |message: String| Error::InvalidKernel {
             kernel: name.to_string(),
             message,
         };
         if !kusari_kernels::names::is_c_identifier(name) {
             return Err(invalid(format!(
-                "`{name}` is not a kernel name (a C identifier)"
+                "`{name}` is not a kernel name (a C identifier) or a name expression \
+                 (`name<arguments>`)"
             )));
         }
-        let params = match self.inner.functions.iter().find(|f| f.name == name) {
+        let functions = self.inner.functions.as_deref().unwrap_or_default();
+        Ok(match functions.iter().find(|f| f.name == name) {
             Some(f) if f.extern_c => match &f.unchecked {
                 Some(why) => Err(format!("{why}; its arguments are not checked")),
                 None => Ok(f.params.clone()),
@@ -237,43 +546,61 @@ impl RawModule {
                      `extern \"C\" __global__ void {name}(..)`"
                 )));
             }
-            None if mentions(&self.inner.code, name) => Err(format!(
+            None if mentions(code, name) => Err(format!(
                 "`{name}` is not declared as `extern \"C\" __global__ void {name}(..)` in a form \
-                 kusari reads (a template, or a name made by `##`?), so its arguments are not \
-                 checked"
+                 kusari reads (a name made by `##`?), so its arguments are not checked; a \
+                 template kernel is asked for by a name expression (`{name}<float>`, given to \
+                 `RawModule::with_name_expressions`)"
             )),
-            None => {
-                let names = self.kernel_names();
-                return Err(invalid(format!(
-                    "the module has no kernel `{name}`; its `extern \"C\" __global__` kernels: {}",
-                    if names.is_empty() {
-                        "none".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                )));
-            }
-        };
-        // Parameters of types kusari does not read pass their arguments as given.
-        let unknown: Vec<String> = (params.iter().flatten().enumerate())
-            .filter(|(_, p)| p.ty == RawParamType::Unknown)
-            .map(|(i, p)| format!("parameter {i} (declared `{}`)", p.decl))
-            .collect();
-        let unknown = (!unknown.is_empty()).then(|| {
-            format!(
-                "{} of a type kusari does not read (a struct, a template argument), so its \
-                 argument is passed as given, unchecked",
-                unknown.join(", ")
-            )
-        });
-        Ok(RawKernel {
-            inner: Arc::new(KernelInner {
-                source: self.kernel_source(name),
-                params,
-                unknown,
-                loads: RawLoads::default(),
-            }),
+            None => return Err(self.no_such_kernel(name)),
         })
+    }
+
+    /// The parameters of the kernel `name` of a module compiled already, or why they are not
+    /// read.
+    fn binary_params(
+        &self,
+        name: &str,
+        format: BinaryFormat,
+    ) -> Result<std::result::Result<Vec<RawParam>, String>> {
+        match &self.inner.functions {
+            Ok(functions) => match functions.iter().find(|f| f.name == name) {
+                Some(f) => Ok(Ok(f.params.clone())),
+                None => Err(self.no_such_kernel(name)),
+            },
+            Err(why)
+                if name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c)) =>
+            {
+                Ok(Err(format!(
+                    "{why} ({format}); its arguments are not checked"
+                )))
+            }
+            Err(_) => Err(Error::InvalidKernel {
+                kernel: name.to_string(),
+                message: format!("`{name}` is not a compiled kernel's name"),
+            }),
+        }
+    }
+
+    fn no_such_kernel(&self, name: &str) -> Error {
+        let names = self.kernel_names();
+        let which = match self.inner.code {
+            ModuleCode::Source { .. } => "`extern \"C\" __global__` kernels",
+            ModuleCode::Binary { .. } => "kernels",
+        };
+        Error::InvalidKernel {
+            kernel: name.to_string(),
+            message: format!(
+                "the module has no kernel `{name}`; its {which}: {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        }
     }
 }
 
@@ -334,8 +661,11 @@ pub struct RawKernel {
 }
 
 struct KernelInner {
-    /// The module's source, with this kernel as its entry.
+    /// The module's source, with this kernel as its entry (for a module compiled already, its
+    /// PTX or nothing).
     source: KernelSource,
+    /// What a launch runs.
+    code: RawCode,
     /// The declared parameters, or why they could not be read.
     params: std::result::Result<Vec<RawParam>, String>,
     /// The parameters of types kusari does not read, whose arguments pass unchecked.
@@ -374,7 +704,7 @@ impl RawKernel {
         } else {
             "raw_kernel"
         };
-        RawModule::labelled(label, code, options)?.get_function(name)
+        RawModule::labelled(label, code, options, &[])?.get_function(name)
     }
 
     /// The kernel's name.
@@ -509,7 +839,7 @@ impl RawKernel {
         unsafe {
             Storage::launch_raw(
                 self.name(),
-                &self.inner.source,
+                &self.inner.code,
                 &self.inner.loads,
                 dims,
                 &raw_args,
@@ -592,6 +922,36 @@ impl RawKernel {
                 let (bits, width) = s.to_bits();
                 Ok(Packed::Value(bits, width))
             }
+            (ty @ RawParamType::Compiled { bytes, class }, KernelArg::Array(a)) => match class {
+                CompiledClass::IntegerOrPointer => Ok(Packed::Array(a)),
+                CompiledClass::Bytes if bytes == 8 => Ok(Packed::Array(a)),
+                _ => Err(self.arg_error(format!(
+                    "{param} is a {ty}, but argument {i} is a {} array of shape {}; pass a scalar",
+                    a.dtype(),
+                    show_shape(a.shape())
+                ))),
+            },
+            (ty @ RawParamType::Compiled { bytes, class }, KernelArg::Scalar(s)) => match class {
+                CompiledClass::Integer | CompiledClass::IntegerOrPointer => {
+                    let width = u8::try_from(bytes).unwrap_or(0);
+                    scalar_bits(CType::Int(width), s)
+                        .or_else(|| scalar_bits(CType::UInt(width), s))
+                        .map(|(bits, width)| Packed::Value(bits, width))
+                        .ok_or_else(|| {
+                            self.arg_error(format!(
+                                "{param} is a {ty}, but argument {i}, {s}, is not an integer \
+                                 that fits it"
+                            ))
+                        })
+                }
+                CompiledClass::Bytes => match s.to_bits() {
+                    (bits, width) if width == bytes => Ok(Packed::Value(bits, width)),
+                    (_, width) => Err(self.arg_error(format!(
+                        "{param} is a {ty}, but argument {i}, {s}, is {width} byte(s); pass a \
+                         scalar of exactly {bytes} byte(s) (the module records only the size)"
+                    ))),
+                },
+            },
         }
     }
 }

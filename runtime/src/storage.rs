@@ -668,7 +668,7 @@ impl Storage {
     /// large enough for what the kernel reaches through it.
     pub(crate) unsafe fn launch_raw(
         name: &str,
-        src: &kusari_kernels::codegen::KernelSource,
+        code: &crate::launch_plan::RawCode,
         loads: &crate::cuda::RawLoads,
         dims: crate::cuda::RawDims,
         args: &[RawArg<(&Self, &Layout)>],
@@ -708,18 +708,18 @@ impl Storage {
             }
         };
         // SAFETY: forwarded contract.
-        unsafe { crate::cuda::launch_raw(ordinal, src, loads, dims, &cuda) }
+        unsafe { crate::cuda::launch_raw(ordinal, code, loads, dims, &cuda) }
     }
 
-    /// Compiles the raw module `src` (named `name` in errors) for `device` and loads it there.
+    /// Compiles the raw module of `code` (named `name` in errors) for `device` and loads it there.
     /// The host is an error: a raw module is CUDA code.
     pub(crate) fn compile_raw(
         name: &str,
-        src: &kusari_kernels::codegen::KernelSource,
+        code: &crate::launch_plan::RawCode,
         device: Device,
     ) -> Result<()> {
         match device {
-            Device::Cuda(o) => crate::cuda::compile_raw(o, src),
+            Device::Cuda(o) => crate::cuda::compile_raw(o, code),
             Device::Cpu => Err(Error::KernelArguments {
                 kernel: name.to_string(),
                 msg: "a raw module is compiled for a CUDA device, and the device given is the \

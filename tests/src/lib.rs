@@ -249,3 +249,20 @@ pub fn reduce(
         }
     }
 }
+
+/// Whether NVRTC can be loaded; false (after printing why `test` skips) where it cannot,
+/// unless `KUSARI_REQUIRE_NVRTC` is set, which makes that a failure.
+pub fn nvrtc_or_skip(test: &str) -> bool {
+    if kusari_kernels::compile::nvrtc_available() {
+        return true;
+    }
+    assert!(
+        !kusari_kernels::env::require_nvrtc(),
+        "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
+    );
+    eprintln!(
+        "SKIPPED {test}: NVRTC is not installed \
+         (pip install nvidia-cuda-nvrtc; put nvidia/cu13/lib on LD_LIBRARY_PATH)"
+    );
+    false
+}

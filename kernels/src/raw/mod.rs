@@ -23,21 +23,29 @@
 //! `typedef type NAME;` or `using NAME = type;` give a type. What it cannot read is
 //! [`RawParamType::Unknown`] (a by-value struct, a template argument), whose argument is then
 //! passed unchecked (the kernel's `unchecked_reason` names it), or a pointer of unknown
-//! pointee, which takes any array. A template kernel is not found (its compiled name is
-//! mangled).
+//! pointee, which takes any array. A template kernel is read for one instance at a time
+//! ([`parse_instance`]: `my_func<float, 4>`, CuPy's name expressions), its template arguments
+//! substituted into its parameter list.
+//!
+//! A module already compiled (PTX, a cubin, a fatbin) is read by `binary`
+//! ([`binary_kernels`]): its kernels and what it records of their parameters.
 //!
 //! One concept a file: `source` (the translation unit and its options), `preprocess` (what the
-//! compiler sees of it), `params` (the types a kernel's parameters are read as) and `parse` (the
-//! C declaration parser that reads them). The limits a launch is checked against are
-//! [`crate::launch_limits`]'s.
+//! compiler sees of it), `params` (the types a kernel's parameters are read as), `parse` (the
+//! C declaration parser that reads them) and `binary` (what a compiled module says of them).
+//! The limits a launch is checked against are [`crate::launch_limits`]'s.
 
+mod binary;
 mod params;
 mod parse;
 mod preprocess;
 mod source;
 
-pub use params::{CType, RawFunction, RawParam, RawParamType};
-pub use parse::parse_kernels;
+pub use binary::{
+    BinaryFormat, ELF_MAGIC, FATBIN_MAGIC, binary_kernels, cubin_kernels, ptx_kernels,
+};
+pub use params::{CType, CompiledClass, RawFunction, RawParam, RawParamType};
+pub use parse::{is_name_expression, parse_instance, parse_kernels};
 pub use source::{RawSourceError, numbered_user_source, option_lines, raw_source};
 
 // Their former place, kept for one release (CHANGELOG.md).

@@ -104,6 +104,45 @@ pub enum RawParamType {
     /// A by-value parameter of a type the parser does not know (a struct, a template argument,
     /// a macro it cannot expand): its argument is not checked.
     Unknown,
+    /// A parameter as a compiled module describes it ([`super::binary_kernels`]): its size in
+    /// bytes, and what PTX says of its kind. A cubin says only the size.
+    Compiled {
+        /// Its size in bytes.
+        bytes: usize,
+        /// What the module says of it besides.
+        class: CompiledClass,
+    },
+}
+
+/// What PTX or a cubin says of a parameter besides its size ([`RawParamType::Compiled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompiledClass {
+    /// An integer of either signedness (PTX `.u32`, `.s16`, `.b8`, ...: NVRTC declares `int`
+    /// and `unsigned int` alike as `.u32`).
+    Integer,
+    /// An 8-byte integer or a pointer (PTX `.u64`, which NVRTC declares for both).
+    IntegerOrPointer,
+    /// Bytes: a by-value struct (PTX `.b8 name[N]`), or a cubin's parameter, of which only the
+    /// size is recorded.
+    Bytes,
+}
+
+impl fmt::Display for RawParamType {
+    /// What the parameter is, for messages: `float`, `pointer to float`, `8-byte integer or
+    /// pointer`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RawParamType::Pointer(Some(t)) => write!(f, "pointer to {t}"),
+            RawParamType::Pointer(None) => f.write_str("pointer"),
+            RawParamType::Scalar(t) => write!(f, "{t}"),
+            RawParamType::Unknown => f.write_str("value of an unread type"),
+            RawParamType::Compiled { bytes, class } => match class {
+                CompiledClass::Integer => write!(f, "{bytes}-byte integer"),
+                CompiledClass::IntegerOrPointer => write!(f, "{bytes}-byte integer or pointer"),
+                CompiledClass::Bytes => write!(f, "{bytes}-byte value"),
+            },
+        }
+    }
 }
 
 /// One parameter of a kernel.

@@ -252,21 +252,12 @@ fn parse_param(toks: &[Token], aliases: &HashMap<String, Vec<String>>) -> RawPar
 /// its parameter list ends.
 fn parse_function(
     toks: &[Token],
-    mut at: usize,
+    at: usize,
     extern_c: bool,
     aliases: &HashMap<String, Vec<String>>,
 ) -> Option<(RawFunction, usize)> {
-    // Specifiers, `void`, `__launch_bounds__(..)`, then the name and `(`.
-    let name = loop {
-        match (toks.get(at)?, toks.get(at + 1)) {
-            (Token::Word(w), Some(Token::Punct('('))) if w == "__launch_bounds__" => {
-                at = close_of(toks, at + 1)? + 1;
-            }
-            (Token::Word(w), Some(Token::Punct('('))) => break w.clone(),
-            (Token::Word(_), _) => at += 1,
-            _ => return None,
-        }
-    };
+    let (name, at) = kernel_name(toks, at)?;
+    let name = name.to_string();
     let open = at + 1;
     let close = close_of(toks, open)?;
     let inner = &toks[open + 1..close];
@@ -346,13 +337,207 @@ pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
     let (toks, uncertain) = tokens(source);
     let aliases = aliases(&toks);
     let mut found: Vec<RawFunction> = Vec::new();
+    for g in globals(&toks) {
+        if g.template.is_some() {
+            continue;
+        }
+        if let Some(f) = parse_global(&toks, &uncertain, &g, &aliases)
+            && !found.iter().any(|h| h.name == f.name)
+        {
+            found.push(f);
+        }
+    }
+    found
+}
+
+/// The instance `expression` of a template kernel of `source` (CuPy's name expression:
+/// `my_func<float, 4>`, or `my_func<>` for its defaults), its parameters read with the
+/// template's type parameters replaced by the expression's arguments (or their defaults). A
+/// type parameter given an argument the parser does not read (a template, a qualified name)
+/// leaves the parameters of that type [`RawParamType::Unknown`]. The function's name is the
+/// expression as given; `None` when `source` declares no template kernel of that name taking
+/// as many arguments.
+///
+/// ```
+/// use kusari_kernels::raw::{parse_instance, CType, RawParamType};
+/// let src = "template <typename T, int N = 4> __global__ void scale(T* x, T by, int n) {}";
+/// let k = parse_instance(src, "scale<double>").unwrap();
+/// assert_eq!(k.name, "scale<double>");
+/// let types: Vec<_> = k.params.iter().map(|p| p.ty).collect();
+/// assert_eq!(
+///     types,
+///     [
+///         RawParamType::Pointer(Some(CType::Double)),
+///         RawParamType::Scalar(CType::Double),
+///         RawParamType::Scalar(CType::Int(4)),
+///     ]
+/// );
+/// assert!(parse_instance(src, "scale<float, 2, 3>").is_none());
+/// assert!(parse_instance(src, "other<float>").is_none());
+/// ```
+pub fn parse_instance(source: &str, expression: &str) -> Option<RawFunction> {
+    let (base, args) = split_expression(expression)?;
+    let (toks, uncertain) = tokens(source);
+    let aliases = aliases(&toks);
+    for g in globals(&toks) {
+        let Some(header) = g.template.clone() else {
+            continue;
+        };
+        let params = template_params(&toks[header]);
+        if args.len() > params.len()
+            || kernel_name(&toks, g.at).map(|(n, _)| n) != Some(base.as_str())
+        {
+            continue;
+        }
+        let mut substituted = aliases.clone();
+        for (i, (name, is_type, default)) in params.iter().enumerate() {
+            let arg = args.get(i).or(default.as_ref());
+            if !is_type {
+                continue;
+            }
+            match arg.and_then(|a| type_words(a)) {
+                Some(words) => substituted.insert(name.clone(), words),
+                None => substituted.remove(name),
+            };
+        }
+        if let Some(mut f) = parse_global(&toks, &uncertain, &g, &substituted) {
+            f.name = expression.to_string();
+            f.extern_c = false;
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// Whether `e` is a name expression (CuPy's: a template kernel's name and its arguments,
+/// `my_kernel<float, 4>`) that can be compiled in as written: an identifier, then `<..>`, with
+/// balanced parentheses and no comment, directive, string, statement or line break.
+///
+/// ```
+/// use kusari_kernels::raw::is_name_expression;
+/// assert!(is_name_expression("scale<float, 4>"));
+/// assert!(is_name_expression("pick<(2 > 1)>"));
+/// let bad = ["scale", "scale<float", "t<float>) x(", "t<1>// c", "<float>", "t<a>;", "t<a>\n#x"];
+/// for bad in bad {
+///     assert!(!is_name_expression(bad), "{bad}");
+/// }
+/// ```
+pub fn is_name_expression(e: &str) -> bool {
+    let mut depth = 0i32;
+    for c in e.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '\n' | '\r' | '#' | ';' | '{' | '}' | '"' | '\\' => return false,
+            _ => {}
+        }
+        if depth < 0 {
+            return false;
+        }
+    }
+    let name_len = e
+        .chars()
+        .take_while(|&c| c.is_ascii_alphanumeric() || c == '_')
+        .count();
+    depth == 0
+        && name_len > 0
+        && !e.contains("//")
+        && !e.contains("/*")
+        && e[name_len..].trim_start().starts_with('<')
+        && e.trim_end().ends_with('>')
+}
+
+/// A name expression's template name and its arguments' tokens (`f<float, 4>`: `f`, [`float`],
+/// [`4`]).
+fn split_expression(expression: &str) -> Option<(String, Vec<Vec<Token>>)> {
+    let (toks, _) = tokens(expression);
+    let (Some(Token::Word(base)), Some(Token::Punct('<')), Some(Token::Punct('>'))) =
+        (toks.first(), toks.get(1), toks.last())
+    else {
+        return None;
+    };
+    Some((base.clone(), split_top_level(&toks[2..toks.len() - 1])))
+}
+
+/// `toks` split at the commas outside brackets; nothing for no tokens.
+fn split_top_level(toks: &[Token]) -> Vec<Vec<Token>> {
+    if toks.is_empty() {
+        return Vec::new();
+    }
+    let mut parts = vec![Vec::new()];
+    let mut depth = 0i32;
+    for t in toks {
+        match t {
+            Token::Punct('(' | '<' | '[') => depth += 1,
+            Token::Punct(')' | '>' | ']') => depth -= 1,
+            Token::Punct(',') if depth == 0 => {
+                parts.push(Vec::new());
+                continue;
+            }
+            _ => {}
+        }
+        parts.last_mut().expect("one part at least").push(t.clone());
+    }
+    parts
+}
+
+/// A template's parameters from its header's tokens (`template < typename T , int N = 4 >`):
+/// each one's name, whether it is a type, and its default's tokens.
+fn template_params(header: &[Token]) -> Vec<(String, bool, Option<Vec<Token>>)> {
+    let open = header.iter().position(|t| *t == Token::Punct('<'));
+    let close = header.iter().rposition(|t| *t == Token::Punct('>'));
+    let (Some(open), Some(close)) = (open, close) else {
+        return Vec::new();
+    };
+    if close <= open {
+        return Vec::new();
+    }
+    split_top_level(&header[open + 1..close])
+        .into_iter()
+        .map(|p| {
+            let eq = p.iter().position(|t| *t == Token::Punct('='));
+            let (decl, default) = match eq {
+                Some(e) => (&p[..e], Some(p[e + 1..].to_vec())),
+                None => (&p[..], None),
+            };
+            let is_type = matches!(decl.first().and_then(word), Some("typename" | "class"));
+            let name = decl.iter().rev().find_map(word).unwrap_or_default();
+            (name.to_string(), is_type, default)
+        })
+        .collect()
+}
+
+/// A template argument as a type's words (`unsigned int`, `float *`), or `None` when it is
+/// more than words and stars.
+fn type_words(arg: &[Token]) -> Option<Vec<String>> {
+    arg.iter()
+        .map(|t| match t {
+            Token::Word(w) => Some(w.clone()),
+            Token::Punct('*') => Some("*".to_string()),
+            _ => None,
+        })
+        .collect::<Option<Vec<String>>>()
+        .filter(|w| !w.is_empty())
+}
+
+/// A `__global__` of the source: the tokens of its declaration before it (`head`), where its
+/// template header lies if it has one, where it stands, and its linkage.
+struct Global {
+    head: std::ops::Range<usize>,
+    template: Option<std::ops::Range<usize>>,
+    at: usize,
+    extern_c: bool,
+}
+
+/// Every `__global__` keyword of `toks` outside directives, with its declaration's context.
+fn globals(toks: &[Token]) -> Vec<Global> {
+    let mut found = Vec::new();
     // For each open brace: whether it opened an `extern "C"` block.
     let mut braces: Vec<bool> = Vec::new();
     // Where the current declaration started (after the last `;`, `{` or `}`).
     let mut decl_start = 0;
-    let mut i = 0;
-    while i < toks.len() {
-        match &toks[i] {
+    for (i, t) in toks.iter().enumerate() {
+        match t {
             Token::Punct('{') => {
                 let extern_block = i >= 2
                     && word(&toks[i - 2]) == Some("extern")
@@ -367,33 +552,61 @@ pub fn parse_kernels(source: &str) -> Vec<RawFunction> {
             Token::Punct(';') => decl_start = i + 1,
             Token::Word(w) if w == "__global__" => {
                 let head = &toks[decl_start..i];
-                let template = head.iter().any(|t| word(t) == Some("template"));
+                let template = head
+                    .iter()
+                    .position(|t| word(t) == Some("template"))
+                    .map(|at| decl_start + at..i);
                 let extern_c = braces.iter().any(|&b| b)
                     || head
                         .windows(2)
                         .any(|w| word(&w[0]) == Some("extern") && w[1] == Token::Str("C".into()));
-                if let Some((mut f, end)) = parse_function(&toks, i + 1, extern_c, &aliases) {
-                    f.unchecked = uncertain[decl_start..end]
-                        .iter()
-                        .find_map(|w| w.as_deref())
-                        .map(|w| {
-                            format!(
-                                "`{}` is declared where the compiler may see another declaration: {w}",
-                                f.name
-                            )
-                        });
-                    if !template && !found.iter().any(|g| g.name == f.name) {
-                        found.push(f);
-                    }
-                    i = end;
-                    continue;
-                }
+                found.push(Global {
+                    head: decl_start..i,
+                    template,
+                    at: i + 1,
+                    extern_c,
+                });
             }
             _ => {}
         }
-        i += 1;
     }
     found
+}
+
+/// The name of the function declared at `toks[at..]` (after `__global__`: specifiers, `void`,
+/// `__launch_bounds__(..)`, then the name and `(`), and where the name stands.
+fn kernel_name(toks: &[Token], mut at: usize) -> Option<(&str, usize)> {
+    loop {
+        match (toks.get(at)?, toks.get(at + 1)) {
+            (Token::Word(w), Some(Token::Punct('('))) if w == "__launch_bounds__" => {
+                at = close_of(toks, at + 1)? + 1;
+            }
+            (Token::Word(w), Some(Token::Punct('('))) => return Some((w, at)),
+            (Token::Word(_), _) => at += 1,
+            _ => return None,
+        }
+    }
+}
+
+/// The function `g` declares, read with `aliases`, marked unchecked where its declaration may
+/// not be the compiler's.
+fn parse_global(
+    toks: &[Token],
+    uncertain: &[Option<Rc<str>>],
+    g: &Global,
+    aliases: &HashMap<String, Vec<String>>,
+) -> Option<RawFunction> {
+    let (mut f, end) = parse_function(toks, g.at, g.extern_c, aliases)?;
+    f.unchecked = uncertain[g.head.start..end]
+        .iter()
+        .find_map(|w| w.as_deref())
+        .map(|w| {
+            format!(
+                "`{}` is declared where the compiler may see another declaration: {w}",
+                f.name
+            )
+        });
+    Some(f)
 }
 
 #[cfg(test)]

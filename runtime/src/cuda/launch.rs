@@ -10,6 +10,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
+use kusari_kernels::cache::CacheKey;
 use kusari_kernels::codegen::{
     Aliasing, IndexWidth, Indexing, KernelSource, generate_code_aliasing,
 };
@@ -68,8 +69,8 @@ struct VariantKey {
 
 /// A kernel function loaded on a device (keeps its module alive).
 pub(crate) struct Loaded {
-    function: Function,
-    _module: Module,
+    pub(super) function: Function,
+    pub(super) _module: Module,
 }
 
 // SAFETY: a loaded function is a handle the driver lets any thread launch; it is never mutated.
@@ -309,9 +310,13 @@ fn parsed(kernel: &ElementwiseDef) -> Result<Arc<Parsed>> {
     Ok(p)
 }
 
-/// Modules loaded per (device, binary): a second kernel whose source is identical loads nothing.
-fn uploads() -> &'static UploadCache<usize, (Module, BinaryTarget)> {
-    static UPLOADS: OnceLock<UploadCache<usize, (Module, BinaryTarget)>> = OnceLock::new();
+/// A loaded module and the names its name expressions' kernels have in it.
+type LoadedModule = (Module, Arc<[String]>);
+
+/// Modules loaded per (device, binary), with the names their name expressions' kernels have in
+/// them: a second kernel whose source is identical loads nothing.
+fn uploads() -> &'static UploadCache<usize, LoadedModule> {
+    static UPLOADS: OnceLock<UploadCache<usize, LoadedModule>> = OnceLock::new();
     UPLOADS.get_or_init(UploadCache::default)
 }
 
@@ -345,32 +350,64 @@ pub(crate) fn launch_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> R
 /// The module of `src` on `dev`: compiled through the binary cache and loaded through the upload
 /// cache (once per device).
 pub(crate) fn load_source(dev: &CudaDevice, op: &str, src: &KernelSource) -> Result<Module> {
+    load_named(dev, op, src, &[]).map(|(module, _)| module)
+}
+
+/// [`load_source`] with the name expressions `names` (a template kernel's instances) compiled
+/// in, and the names their kernels have in the module, in their order.
+pub(crate) fn load_named(
+    dev: &CudaDevice,
+    op: &str,
+    src: &KernelSource,
+    names: &[String],
+) -> Result<(Module, Arc<[String]>)> {
     let compile_err = |source| Error::KernelCompile {
         kernel: op.to_string(),
         source: Box::new(source),
     };
     let target = dev.backend.binary_target(dev.info.compute_capability);
-    let key = Backend::module_key(src, target);
-    let (module, _) = uploads()
-        .get_or_load(dev.ordinal, key, || {
-            let load = |target: BinaryTarget| -> Result<(Module, BinaryTarget)> {
-                let (used, binary) = Backend::compile(src, target).map_err(compile_err)?;
-                let module = dev.check(dev.backend.load_module(&binary), || {
-                    format!("load kernel {} ({used}) on cuda:{}", src.entry, dev.ordinal)
-                })?;
-                Ok((module, used))
-            };
-            // A driver older than NVRTC may refuse its cubin; PTX is then compiled by the driver.
-            load(target).or_else(|e| match target {
-                BinaryTarget::Nvrtc(Target::Cubin { major, minor }) => {
-                    load(BinaryTarget::Nvrtc(Target::Ptx { major, minor })).map_err(|_| e)
-                }
-                _ => Err(e),
-            })
-        })?
-        .as_ref()
-        .clone();
-    Ok(module)
+    let key = Backend::module_key(src, names, target);
+    let loaded = uploads().get_or_load(dev.ordinal, key, || {
+        let load = |target: BinaryTarget| -> Result<(Module, Arc<[String]>)> {
+            let (used, made) = Backend::compile(src, names, target).map_err(compile_err)?;
+            let module = dev.check(dev.backend.load_module(&made.binary), || {
+                format!("load kernel {} ({used}) on cuda:{}", src.entry, dev.ordinal)
+            })?;
+            Ok((module, made.lowered.into()))
+        };
+        // A driver older than NVRTC may refuse its cubin; PTX is then compiled by the driver.
+        load(target).or_else(|e| match target {
+            BinaryTarget::Nvrtc(Target::Cubin { major, minor }) => {
+                load(BinaryTarget::Nvrtc(Target::Ptx { major, minor })).map_err(|_| e)
+            }
+            _ => Err(e),
+        })
+    })?;
+    Ok(loaded.as_ref().clone())
+}
+
+/// A module already compiled (`what`: PTX, a cubin, a fatbin) loaded on `dev` through the upload
+/// cache. Only a GPU loads one: the emulated device runs what it compiled from CUDA C++, so
+/// there it is [`Error::CudaUnavailable`] saying so.
+pub(crate) fn load_image(dev: &CudaDevice, op: &str, image: &[u8], what: &str) -> Result<Module> {
+    if !dev.backend.loads_binaries() {
+        return Err(Error::CudaUnavailable {
+            op: op.to_string(),
+            reason: format!(
+                "cuda:{} is the emulated device, which runs kernels it compiles from CUDA C++ \
+                 source; a module loaded from {what} runs only on a GPU (make the module from \
+                 its source with `RawModule::new` to run it here)",
+                dev.ordinal
+            ),
+        });
+    }
+    let loaded = uploads().get_or_load(dev.ordinal, CacheKey::of_image(image), || {
+        let module = dev.check(dev.backend.load_module(image), || {
+            format!("load {op} ({what}) on cuda:{}", dev.ordinal)
+        })?;
+        Ok::<_, Error>((module, Arc::from(Vec::new())))
+    })?;
+    Ok(loaded.0.clone())
 }
 
 /// A CUDA array as a launch takes it: the buffer and the layout into it.

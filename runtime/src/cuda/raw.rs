@@ -10,11 +10,12 @@ use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::raw::numbered_user_source;
 
 use super::CudaRef;
+use super::device::CudaDevice;
 use super::device::device;
-use super::launch::{KernelArgs, Loaded, launch_source, load_source};
+use super::launch::{KernelArgs, Loaded, load_image, load_named};
 use crate::Device;
 use crate::error::{Error, Result};
-use crate::launch_plan::RawArg;
+use crate::launch_plan::{RawArg, RawCode};
 
 /// A raw kernel's function, loaded once per device.
 #[derive(Default)]
@@ -39,22 +40,21 @@ impl RawLoads {
 /// CUDA's limits by the caller).
 pub(crate) type RawDims = ([u32; 3], [u32; 3], u32);
 
-/// Launches the function `src.entry` of the module `src` on `cuda:ordinal` with `args`. The
-/// first launch on a device compiles the module (through the binary cache) and loads it
-/// (through the upload cache, so a module's other functions load nothing more).
+/// Launches the kernel `code` on `cuda:ordinal` with `args`. The first launch on a device
+/// compiles its module (through the binary cache) and loads it (through the upload cache, so a
+/// module's other functions load nothing more).
 ///
 /// # Safety
 /// `args` match the kernel's parameter list in count, order and widths, and every array is
 /// large enough for what the kernel reaches through it.
 pub(crate) unsafe fn launch_raw(
     ordinal: usize,
-    src: &KernelSource,
+    code: &RawCode,
     loads: &RawLoads,
     (grid, block, shared_bytes): RawDims,
     args: &[RawArg<CudaRef<'_>>],
 ) -> Result<()> {
-    let name = &src.entry;
-    let op = format!("raw kernel {name}");
+    let op = format!("raw kernel {}", code.name());
     if let Some(other) = args.iter().find_map(|a| match a {
         RawArg::Array((s, _)) if s.ordinal() != ordinal => Some(s.ordinal()),
         _ => None,
@@ -75,7 +75,7 @@ pub(crate) unsafe fn launch_raw(
     let loaded = match cached {
         Some(l) => l,
         None => {
-            let l = launch_source(&dev, name, src).map_err(|e| user_numbered(e, src))?;
+            let l = Arc::new(load_function(&dev, &op, code)?);
             loads
                 .loaded
                 .lock()
@@ -95,14 +95,54 @@ pub(crate) unsafe fn launch_raw(
     unsafe { loaded.launch_shared(&dev, grid, block, shared_bytes, &mut values, &op) }
 }
 
-/// Compiles the module `src` for `cuda:ordinal` (through the binary cache) and loads it there
-/// (through the upload cache), so that its kernels' first launches compile and load nothing.
-pub(crate) fn compile_raw(ordinal: usize, src: &KernelSource) -> Result<()> {
-    let op = format!("raw module {}", src.entry);
+/// The function `code` names, in its module loaded on `dev`.
+fn load_function(dev: &CudaDevice, op: &str, code: &RawCode) -> Result<Loaded> {
+    let (module, entry) = match code {
+        RawCode::Source {
+            src,
+            names,
+            instance,
+        } => {
+            let (module, lowered) =
+                load_named(dev, op, src, names).map_err(|e| user_numbered(e, src))?;
+            let entry = match instance {
+                Some(i) => lowered[*i].clone(),
+                None => src.entry.clone(),
+            };
+            (module, entry)
+        }
+        RawCode::Binary {
+            entry,
+            image,
+            format,
+        } => (
+            load_image(dev, op, image, &format.to_string())?,
+            entry.clone(),
+        ),
+    };
+    let function = dev.check(module.function(&entry), || {
+        format!("find {entry} in its module on cuda:{}", dev.ordinal)
+    })?;
+    Ok(Loaded {
+        function,
+        _module: module,
+    })
+}
+
+/// Compiles the module of `code` for `cuda:ordinal` (through the binary cache) and loads it
+/// there (through the upload cache), so that its kernels' first launches compile and load
+/// nothing.
+pub(crate) fn compile_raw(ordinal: usize, code: &RawCode) -> Result<()> {
+    let op = format!("raw module {}", code.name());
     let dev = device(ordinal, &op)?;
-    load_source(&dev, &op, src)
-        .map(drop)
-        .map_err(|e| user_numbered(e, src))
+    match code {
+        RawCode::Source { src, names, .. } => load_named(&dev, &op, src, names)
+            .map(drop)
+            .map_err(|e| user_numbered(e, src)),
+        RawCode::Binary { image, format, .. } => {
+            load_image(&dev, &op, image, &format.to_string()).map(drop)
+        }
+    }
 }
 
 /// A compile error with the user's code numbered as the user numbers it (the compiler's log

@@ -9,7 +9,7 @@
 //! read.
 
 use kusari::cuda::KernelStats;
-use kusari::kernels::compile::{compile_ptx, nvrtc_available};
+use kusari::kernels::compile::{Target, compile_binary};
 use kusari::prelude::*;
 use kusari::{Error, RawKernel, RawModule, Scalar, cuda};
 use kusari_tests::run_test_in_child;
@@ -197,7 +197,7 @@ const README_MODULE: &str = "__device__ T twice(T v) { return v + v; }\n\
 
 /// Every kernel source of this file with its options, and the README's: each compiles with
 /// NVRTC too.
-const ALL: [(&str, &[&str]); 14] = [
+pub(super) const ALL: [(&str, &[&str]); 14] = [
     (CUPY_SUMS, &[]),
     (BY_PRECISION, &["-DPRECISION=2"]),
     (BY_PRECISION, &[]),
@@ -884,15 +884,13 @@ fn scalars_only_launch_on_the_default_device_or_say_there_is_none() {
 }
 
 /// NVRTC compiles every kernel of this file (for Ampere and Hopper), as it compiles the
-/// project's other kernels; `KUSARI_REQUIRE_NVRTC` makes a missing NVRTC a failure.
+/// project's other kernels; `KUSARI_REQUIRE_NVRTC` makes a missing NVRTC a failure. The
+/// parameters kusari read from each source are the ones NVRTC compiled, as its PTX and its
+/// cubins record them (read back by `kusari_kernels::raw::binary_kernels`, which
+/// `RawModule::from_binary` uses).
 #[test]
 fn every_raw_kernel_here_compiles_with_nvrtc() {
-    if !nvrtc_available() {
-        assert!(
-            !kusari_kernels::env::require_nvrtc(),
-            "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
-        );
-        eprintln!("SKIPPED every_raw_kernel_here_compiles_with_nvrtc: NVRTC is not installed");
+    if !kusari_tests::nvrtc_or_skip("every_raw_kernel_here_compiles_with_nvrtc") {
         return;
     }
     let mut compiled = 0;
@@ -902,14 +900,28 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
         assert!(!names.is_empty(), "every kernel here is read: {code}");
         for name in names {
             let k = module.get_function(name).unwrap();
-            for arch in ["compute_80", "compute_90"] {
-                let ptx = compile_ptx(k.source(), arch)
-                    .unwrap_or_else(|e| panic!("{name} for {arch}: {e}"));
-                assert!(ptx.contains(&format!(".entry {name}")), "{name}: {ptx}");
-                // The parameters kusari read are the ones NVRTC compiled.
-                if let Some(params) = k.params() {
-                    let read: Vec<(usize, bool)> = params.iter().map(ptx_form).collect();
-                    assert_eq!(read, ptx_params(&ptx, name), "{name} {options:?}");
+            for (major, minor) in [(8, 0), (9, 0)] {
+                let (_, ptx) = compile_binary(k.source(), &Target::Ptx { major, minor })
+                    .unwrap_or_else(|e| panic!("{name} for {major}.{minor}: {e}"));
+                let (_, cubin) = compile_binary(k.source(), &Target::Cubin { major, minor })
+                    .unwrap_or_else(|e| panic!("{name} for sm_{major}{minor}: {e}"));
+                assert!(cubin.starts_with(b"\x7fELF"), "{name}: a cubin");
+                for (what, image) in [("PTX", &ptx), ("cubin", &cubin)] {
+                    let read = RawModule::from_binary(image).unwrap();
+                    assert!(read.kernel_names().contains(&name), "{name} in the {what}");
+                    let compiled_params = read.get_function(name).unwrap();
+                    let compiled_params = compiled_params.params().unwrap();
+                    if let Some(declared) = k.params() {
+                        assert_eq!(declared.len(), compiled_params.len(), "{name} {what}");
+                        for (d, c) in declared.iter().zip(compiled_params) {
+                            assert!(
+                                compiled_as(d, c),
+                                "{name} {options:?} ({what}): `{}` compiled as `{}`",
+                                d.decl,
+                                c.decl
+                            );
+                        }
+                    }
                 }
                 compiled += 1;
             }
@@ -918,32 +930,38 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
     assert_eq!(compiled, 2 * 16);
 }
 
-/// A parameter as PTX declares it: its width in bytes and whether it is floating-point.
-fn ptx_form(p: &kusari::kernels::raw::RawParam) -> (usize, bool) {
-    use kusari::kernels::raw::{CType, RawParamType};
-    match p.ty {
-        RawParamType::Pointer(_) => (8, false),
-        RawParamType::Scalar(t) => (t.size(), matches!(t, CType::Float | CType::Double)),
-        RawParamType::Unknown => (0, false),
+/// Whether the parameter `declared` in a source is what a compiled module records as
+/// `compiled`: the same width, a float where PTX says `.f32`/`.f64`, an integer or a pointer
+/// where it says `.u64`, an integer (or `bool`) where it says `.u32`, `.u16`, `.u8`.
+pub(super) fn compiled_as(
+    declared: &kusari::kernels::raw::RawParam,
+    compiled: &kusari::kernels::raw::RawParam,
+) -> bool {
+    use kusari::kernels::raw::{CType, CompiledClass, RawParamType as T};
+    let width = match declared.ty {
+        T::Pointer(_) => 8,
+        T::Scalar(t) => t.size(),
+        T::Unknown | T::Compiled { .. } => return false,
+    };
+    let integer = matches!(
+        declared.ty,
+        T::Scalar(CType::Int(_) | CType::UInt(_) | CType::Bool)
+    );
+    match compiled.ty {
+        T::Scalar(t) => declared.ty == T::Scalar(t),
+        T::Compiled { bytes, class } => {
+            bytes == width
+                && match class {
+                    CompiledClass::Integer => integer,
+                    CompiledClass::IntegerOrPointer => {
+                        integer || matches!(declared.ty, T::Pointer(_))
+                    }
+                    CompiledClass::Bytes => true,
+                }
+        }
+        T::Pointer(_) => matches!(declared.ty, T::Pointer(_)),
+        T::Unknown => false,
     }
-}
-
-/// The parameters of the entry `name` in `ptx` (`.param .u64 name_param_0, .param .f32 ..`),
-/// as [`ptx_form`]s.
-fn ptx_params(ptx: &str, name: &str) -> Vec<(usize, bool)> {
-    let at = ptx.find(&format!(".entry {name}(")).expect("the entry");
-    let list = &ptx[at..at + ptx[at..].find(')').expect("its parameter list")];
-    list.split(".param")
-        .skip(1)
-        .map(|p| {
-            let ty = p.split_whitespace().next().expect("a type");
-            let bits: usize = ty
-                .trim_start_matches(|c: char| !c.is_ascii_digit())
-                .parse()
-                .unwrap();
-            (bits / 8, ty.starts_with(".f"))
-        })
-        .collect()
 }
 
 #[test]

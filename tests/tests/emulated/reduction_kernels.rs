@@ -8,7 +8,7 @@
 
 use kusari::kernels::ScalarType;
 use kusari::kernels::codegen::{IndexWidth, Indexing, generate};
-use kusari::kernels::compile::{compile_ptx, nvrtc_available};
+use kusari::kernels::compile::compile_ptx;
 use kusari::kernels::reduction::{ReductionPlan, Strategy, generate_reduction};
 use kusari::prelude::*;
 use kusari::{Error, ReductionDef, ReductionKernel, Scalar, cuda};
@@ -533,14 +533,9 @@ fn errors_name_the_kernel_the_argument_and_the_expression_line() {
 
 #[test]
 fn every_reduction_kernel_here_in_the_softmax_example_and_built_in_compiles_with_nvrtc() {
-    if !nvrtc_available() {
-        assert!(
-            !kusari_kernels::env::require_nvrtc(),
-            "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
-        );
-        eprintln!(
-            "SKIPPED every_reduction_kernel_here_..._compiles_with_nvrtc: NVRTC is not installed"
-        );
+    if !kusari_tests::nvrtc_or_skip(
+        "every_reduction_kernel_here_in_the_softmax_example_and_built_in_compiles_with_nvrtc",
+    ) {
         return;
     }
     use kusari_examples::softmax::{EXP_SHIFTED, NORMALIZE, ROW_MAX, ROW_SUM};

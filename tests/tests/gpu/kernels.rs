@@ -310,3 +310,64 @@ fn warm_launches_compile_and_load_nothing() {
         "sum",
     );
 }
+
+/// A module compiled already runs on a GPU as its source would: the same saxpy from NVRTC's
+/// PTX (the driver compiles it) and from a cubin for the device's own architecture, and a
+/// template instance by its name expression. The emulated device runs only what it compiles
+/// from source, and says so.
+#[test]
+fn compiled_modules_and_template_instances_run_as_their_source() {
+    let Some(dev) = gpu("compiled_modules_and_template_instances_run_as_their_source") else {
+        return;
+    };
+    let _suite = shared();
+    const SAXPY: &str = r#"
+template <typename T>
+__global__ void axpy(T a, const T* x, T* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+    axpy<float>(a, x, y, n);
+}"#;
+    let n = 1000;
+    let x = values(&[n], DType::F32, 11);
+    let y = values(&[n], DType::F32, 12);
+    let (xs, ys) = (x.to_f64_vec().unwrap(), y.to_f64_vec().unwrap());
+    let want: Vec<f64> = xs.iter().zip(&ys).map(|(a, b)| 2.5 * a + b).collect();
+    let want = host(&want, &[n], DType::F32);
+    let run = |k: &kusari::RawKernel, what: &str| -> kusari::Result<()> {
+        let (gx, gy) = (on(dev, &x), on(dev, &y));
+        k.launch(
+            n.div_ceil(128) as u32,
+            128,
+            &[2.5f32.into(), (&gx).into(), (&gy).into(), (n as i32).into()],
+        )?;
+        close(&gy, &want, tol(DType::F32, Math::Arith), what);
+        Ok(())
+    };
+    // The template instance, from source.
+    let module = kusari::RawModule::with_name_expressions(SAXPY, &[], &["axpy<float>"]).unwrap();
+    run(&module.get_function("axpy<float>").unwrap(), "axpy<float>").unwrap();
+    if !kusari::kernels::compile::nvrtc_available() {
+        return;
+    }
+    let source = module.get_function("saxpy").unwrap();
+    let (_, (major, minor)) = kusari::cuda::properties(0).unwrap();
+    for target in [
+        kusari::kernels::compile::Target::Ptx { major: 8, minor: 0 },
+        kusari::kernels::compile::target_for(major, minor),
+    ] {
+        let (made, image) =
+            kusari::kernels::compile::compile_binary(source.source(), &target).unwrap();
+        let compiled = kusari::RawModule::from_binary(&image).unwrap();
+        let k = compiled.get_function("saxpy").unwrap();
+        match run(&k, &format!("saxpy from {made}")) {
+            Ok(()) => assert!(!kusari::cuda::is_emulated()),
+            Err(e) => {
+                assert!(kusari::cuda::is_emulated(), "{made}: {e}");
+                assert!(e.to_string().contains("runs only on a GPU"), "{e}");
+            }
+        }
+    }
+}

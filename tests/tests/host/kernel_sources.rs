@@ -26,9 +26,10 @@ use std::time::Instant;
 use kusari::{DType, ElementwiseKernel};
 use kusari_examples::{mlp_digits, muladd_kernel, muladd_kernel_float32};
 use kusari_kernels::codegen::{IndexWidth, Indexing, KernelCode, KernelSource, generate_code};
-use kusari_kernels::compile::{compile_ptx, nvrtc_available, nvrtc_version};
+use kusari_kernels::compile::{compile_ptx, nvrtc_version};
 use kusari_kernels::reduction::generate_reduction;
 use kusari_kernels::{ElementwiseSignature, ParamType, ScalarType};
+use kusari_tests::nvrtc_or_skip;
 
 /// The architectures every kernel is compiled for.
 const ARCHS: [&str; 2] = ["compute_80", "compute_90"];
@@ -155,23 +156,6 @@ fn compile_all(jobs: &[Job], threads: usize) -> Vec<String> {
         }
     });
     failures.into_inner().expect("failures")
-}
-
-/// Whether NVRTC can be loaded; false (after printing why `test` skips) where it cannot,
-/// unless `KUSARI_REQUIRE_NVRTC` is set, which makes that a failure.
-fn nvrtc_or_skip(test: &str) -> bool {
-    if nvrtc_available() {
-        return true;
-    }
-    assert!(
-        !kusari_kernels::env::require_nvrtc(),
-        "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
-    );
-    eprintln!(
-        "SKIPPED {test}: NVRTC is not installed \
-         (pip install nvidia-cuda-nvrtc; put nvidia/cu13/lib on LD_LIBRARY_PATH)"
-    );
-    false
 }
 
 #[test]

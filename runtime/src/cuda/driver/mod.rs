@@ -19,7 +19,9 @@ use std::sync::{Arc, OnceLock};
 
 use kusari_kernels::cache::CacheKey;
 use kusari_kernels::codegen::KernelSource;
-use kusari_kernels::compile::{Target, compile_binary_cached, global_cache, target_for};
+use kusari_kernels::compile::{
+    NamedBinary, Target, compile_binary_named_cached, global_cache, target_for,
+};
 
 use crate::device::DeviceProperties;
 use crate::env::CUDA_EMULATE as EMULATE_VAR;
@@ -300,25 +302,37 @@ impl Backend {
         }
     }
 
-    /// The key of `src` compiled for `target` in the upload cache.
-    pub(crate) fn module_key(src: &KernelSource, target: BinaryTarget) -> CacheKey {
-        CacheKey::new(&src.source, &[], (0, 0), &target.to_string())
+    /// The key of `src` with the name expressions `names` compiled for `target` in the upload
+    /// cache.
+    pub(crate) fn module_key(
+        src: &KernelSource,
+        names: &[String],
+        target: BinaryTarget,
+    ) -> CacheKey {
+        CacheKey::new(&src.source, names, (0, 0), &target.to_string())
     }
 
-    /// Compiles `src` for `target` through the binary cache, and says what was made (a cubin
-    /// may come back as PTX).
+    /// Compiles `src` for `target` through the binary cache, with the name expressions `names`
+    /// (a template kernel's instances), and says what was made (a cubin may come back as PTX)
+    /// and the name each expression's kernel has in it.
     pub(crate) fn compile(
         src: &KernelSource,
+        names: &[String],
         target: BinaryTarget,
-    ) -> std::result::Result<(BinaryTarget, Arc<Vec<u8>>), kusari_kernels::compile::CompileError>
+    ) -> std::result::Result<(BinaryTarget, NamedBinary), kusari_kernels::compile::CompileError>
     {
         match target {
-            BinaryTarget::Nvrtc(t) => compile_binary_cached(src, &t, global_cache())
+            BinaryTarget::Nvrtc(t) => compile_binary_named_cached(src, &t, names, global_cache())
                 .map(|(used, b)| (BinaryTarget::Nvrtc(used), b)),
-            BinaryTarget::Host => {
-                emulated::compile_cached(src, global_cache()).map(|b| (BinaryTarget::Host, b))
-            }
+            BinaryTarget::Host => emulated::compile_cached(src, names, global_cache())
+                .map(|(binary, lowered)| (BinaryTarget::Host, NamedBinary { binary, lowered })),
         }
+    }
+
+    /// Whether this device loads modules it did not compile (PTX, cubins): a GPU does; the
+    /// emulated device runs only what it compiled from CUDA C++.
+    pub(crate) fn loads_binaries(&self) -> bool {
+        matches!(self, Backend::Real(_))
     }
 
     /// Loads a compiled module.

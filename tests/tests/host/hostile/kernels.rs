@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use kusari::{Array, DType, ElementwiseKernel, Error};
 use kusari_kernels::cache::{BinaryCache, CacheKey, default_dir};
 use kusari_kernels::codegen::{IndexWidth, Indexing, KernelSource, generate};
-use kusari_kernels::compile::{compile_ptx_cached, nvrtc_available};
+use kusari_kernels::compile::compile_ptx_cached;
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
 const fn kernel(
@@ -237,15 +237,7 @@ fn source(name: &str, body: &str) -> KernelSource {
 /// The same with NVRTC's PTX: `mul`'s entry copied over `add`'s file is not served for `add`.
 #[test]
 fn a_swapped_ptx_entry_is_recompiled() {
-    if !nvrtc_available() {
-        assert!(
-            !kusari_kernels::env::require_nvrtc(),
-            "KUSARI_REQUIRE_NVRTC is set, but NVRTC cannot be loaded: check LD_LIBRARY_PATH"
-        );
-        eprintln!(
-            "SKIPPED a_swapped_ptx_entry_is_recompiled: NVRTC is not installed \
-             (pip install nvidia-cuda-nvrtc; put nvidia/cu13/lib on LD_LIBRARY_PATH)"
-        );
+    if !kusari_tests::nvrtc_or_skip("a_swapped_ptx_entry_is_recompiled") {
         return;
     }
     let (mul, add) = (source("mul", "w = x * y;"), source("add", "w = x + y;"));

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use kusari_kernels::cache::{BinaryCache, CacheKey};
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::compile::CompileError;
+use kusari_kernels::raw::is_name_expression;
 
 /// The host definitions of CUDA's built-ins and the block scheduler.
 pub(crate) const SHIM: &str = include_str!("shim.hpp");
@@ -227,9 +228,10 @@ pub(crate) fn with_dynamic_shared(source: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// The translation unit the host compiler builds: the shim, the kernel's source, and one entry
-/// point per kernel.
-pub(crate) fn host_source(src: &KernelSource, names: &[String]) -> String {
+/// The translation unit the host compiler builds: the shim, the kernel's source, one entry
+/// point per kernel, and one per name expression (`my_func<float>`), under the symbol
+/// [`instance_symbol`] gives it.
+pub(crate) fn host_source(src: &KernelSource, names: &[String], instances: &[String]) -> String {
     let mut out = String::with_capacity(SHIM.len() + src.source.len() + 256);
     out.push_str(SHIM);
     out.push_str(&src.source);
@@ -243,7 +245,20 @@ pub(crate) fn host_source(src: &KernelSource, names: &[String]) -> String {
     for name in names {
         let _ = writeln!(out, "KUSARI_EMU_ENTRY({name})");
     }
+    for (i, expression) in instances.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "KUSARI_EMU_ENTRY_AS({}, {expression})",
+            instance_symbol(i)
+        );
+    }
     out
+}
+
+/// The name the emulated device's library knows the `i`-th name expression's kernel by (its
+/// "lowered name").
+pub(crate) fn instance_symbol(i: usize) -> String {
+    format!("kusari_instance_{i}")
 }
 
 fn failed(src: &KernelSource, log: String) -> CompileError {
@@ -323,11 +338,13 @@ fn run_compiler(cxx: &str, src: &KernelSource, unit: &str) -> Result<Vec<u8>, Co
 
 /// `src` compiled for the emulated device, through `cache`. The library exports an entry
 /// point for each kernel the source declares, those that macros declare included (found by
-/// running the host preprocessor, only for a source with `__global__` in a `#define`).
+/// running the host preprocessor, only for a source with `__global__` in a `#define`), and one
+/// for each of the name expressions `instances`, whose names come back in their order.
 pub(crate) fn compile_cached(
     src: &KernelSource,
+    instances: &[String],
     cache: &BinaryCache,
-) -> Result<Arc<Vec<u8>>, CompileError> {
+) -> Result<(Arc<Vec<u8>>, Vec<String>), CompileError> {
     if let Some((name, what)) = not_emulated(&src.source) {
         return Err(failed(
             src,
@@ -355,16 +372,25 @@ pub(crate) fn compile_cached(
             }
         }
     }
-    if names.is_empty() {
+    if let Some(bad) = instances.iter().find(|e| !is_name_expression(e)) {
+        return Err(failed(
+            src,
+            format!("`{bad}` is not a name expression (`name<arguments>`)"),
+        ));
+    }
+    if names.is_empty() && instances.is_empty() {
         return Err(failed(
             src,
             "no `__global__ void name(...)` kernel found in the source".to_string(),
         ));
     }
-    let unit = host_source(&host_src, &names);
+    let unit = host_source(&host_src, &names, instances);
     let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
     let key = CacheKey::new(&unit, &flags, (0, 0), &format!("emulator:{cxx}:{identity}"));
-    cache.get_or_compile(key, || run_compiler(&cxx, src, &unit))
+    let lowered = (0..instances.len()).map(instance_symbol).collect();
+    cache
+        .get_or_compile(key, || run_compiler(&cxx, src, &unit))
+        .map(|b| (b, lowered))
 }
 
 #[cfg(test)]
@@ -427,11 +453,17 @@ mod tests {
             entry: "k".into(),
             source: "extern \"C\" __global__ void k(float* p) { __syncthreads(); }\n".into(),
         };
-        let unit = host_source(&src, &kernel_names(&src.source));
+        let unit = host_source(
+            &src,
+            &kernel_names(&src.source),
+            &["t<float, 2>".to_string()],
+        );
         assert!(unit.starts_with(SHIM));
         assert!(unit.contains(&src.source));
         assert!(unit.contains("KUSARI_EMU_ENTRY(k)"));
         assert!(unit.contains("kusari_emu_uses_barriers = 1;"));
+        assert!(unit.contains("KUSARI_EMU_ENTRY_AS(kusari_instance_0, t<float, 2>)"));
+
         // The shim ends by restarting the line count, so the compiler's line numbers are the
         // kernel source's own.
         assert!(SHIM.trim_end().ends_with("#line 1 \"kernel\""));

@@ -255,18 +255,23 @@ static Entry<A...> entry_of(void (*)(A...)) { return Entry<A...>{}; }
 
 }  // namespace kusari_emu
 
+// For each name expression E (a template kernel's instance, `f<float, 2>`), the emulator appends
+// KUSARI_EMU_ENTRY_AS(S, E), which exports `kusari_emu_launch_S`, `kusari_emu_param_count_S`
+// and `kusari_emu_params_S` for it.
+#define KUSARI_EMU_ENTRY_AS(S, ...)                                                            \
+  extern "C" int kusari_emu_launch_##S(void** params, kusari_emu::Launch* l) {                 \
+    return decltype(kusari_emu::entry_of(&__VA_ARGS__))::launch(&__VA_ARGS__, params, l);      \
+  }                                                                                            \
+  extern "C" unsigned int kusari_emu_param_count_##S() {                                       \
+    return decltype(kusari_emu::entry_of(&__VA_ARGS__))::count();                              \
+  }                                                                                            \
+  extern "C" void kusari_emu_params_##S(unsigned long long* sizes, int* pointers) {           \
+    decltype(kusari_emu::entry_of(&__VA_ARGS__))::describe(sizes, pointers);                   \
+  }
+
 // For each kernel K the emulator appends KUSARI_EMU_ENTRY(K), which exports
 // `kusari_emu_launch_K`, `kusari_emu_param_count_K` and `kusari_emu_params_K`.
-#define KUSARI_EMU_ENTRY(K)                                                                    \
-  extern "C" int kusari_emu_launch_##K(void** params, kusari_emu::Launch* l) {                 \
-    return decltype(kusari_emu::entry_of(&K))::launch(&K, params, l);                          \
-  }                                                                                            \
-  extern "C" unsigned int kusari_emu_param_count_##K() {                                       \
-    return decltype(kusari_emu::entry_of(&K))::count();                                        \
-  }                                                                                            \
-  extern "C" void kusari_emu_params_##K(unsigned long long* sizes, int* pointers) {           \
-    decltype(kusari_emu::entry_of(&K))::describe(sizes, pointers);                             \
-  }
+#define KUSARI_EMU_ENTRY(K) KUSARI_EMU_ENTRY_AS(K, K)
 
 #define threadIdx (kusari_emu::current_thread())
 #define blockIdx (kusari_emu::worker.block_idx)
