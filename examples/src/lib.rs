@@ -69,6 +69,11 @@ pub struct GuideArraysAndVariables;
 #[cfg(doctest)]
 pub struct GuideDeclaringOps;
 
+/// The guide's chapter "One formula: ops whose backward is derived".
+#[doc = include_str!("../../docs/guide/one-formula.md")]
+#[cfg(doctest)]
+pub struct GuideOneFormula;
+
 /// The guide's chapter "Higher-order gradients and configuration".
 #[doc = include_str!("../../docs/guide/gradients-and-configuration.md")]
 #[cfg(doctest)]

@@ -6,6 +6,8 @@
 //!   code can use), shared by the macro and the runtime like the grammar.
 //! - [`body`]: the check that a kernel's body balances its brackets, so that it cannot close the
 //!   kernel's function and define code at file scope.
+//! - [`expr`]: the expression language of elementwise bodies, in which a body can be
+//!   differentiated (reverse mode, into a backward body), evaluated and written back as CUDA.
 //! - [`elementwise`]: a kernel's definition (name, signature lists, body), the check of all of it,
 //!   and the binding of its type placeholders to the element types of a launch's arrays.
 //! - [`loop_plan`]: the loop a launch runs (its shape and the contiguous or strided variant), a
@@ -37,6 +39,7 @@ pub mod compile;
 pub mod compile_error;
 pub mod elementwise;
 pub mod env;
+pub mod expr;
 pub mod grid;
 pub mod interner;
 pub mod launch_limits;

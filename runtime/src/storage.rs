@@ -711,6 +711,80 @@ impl Storage {
         unsafe { crate::cuda::launch_raw(ordinal, code, loads, dims, &cuda) }
     }
 
+    /// Runs the expression program `program` on host arrays `inputs` (one float dtype,
+    /// broadcast to `shape`) with `params` (in that dtype): one new buffer per output. An input
+    /// of the full shape and C-contiguous is read in place, one of one element as a scalar, any
+    /// other is gathered into C order of `shape` first.
+    pub(crate) fn run_expr(
+        op: &'static str,
+        program: &kusari_kernels::expr::Program,
+        inputs: &[(&Self, &Layout)],
+        params: &[f64],
+        shape: &[usize],
+    ) -> Result<Vec<Self>> {
+        let dtype = inputs.first().map_or(DType::F32, |(s, _)| s.dtype());
+        match dtype {
+            DType::F32 => Self::run_expr_as::<f32>(op, program, inputs, params, shape),
+            DType::F64 => Self::run_expr_as::<f64>(op, program, inputs, params, shape),
+            other => Err(Error::UnsupportedDType {
+                op,
+                dtype: other,
+                shape: shape.to_vec(),
+                expected: "float32 or float64 on the host",
+            }),
+        }
+    }
+
+    fn run_expr_as<T: crate::cpu::expr::ExprFloat>(
+        op: &'static str,
+        program: &kusari_kernels::expr::Program,
+        inputs: &[(&Self, &Layout)],
+        params: &[f64],
+        shape: &[usize],
+    ) -> Result<Vec<Self>> {
+        use crate::cpu::expr::{Operand, run};
+        let n = checked_size(op, shape, T::DTYPE)?;
+        let refs: Vec<CpuRef<'_, T>> = inputs
+            .iter()
+            .map(|(s, l)| match s {
+                Storage::Cpu(c) => c.typed::<T>(op, l),
+                Storage::Cuda(_) => Err(Error::DeviceMismatch {
+                    op: op.to_string(),
+                    lhs: Device::Cpu,
+                    rhs: s.device(),
+                }),
+            })
+            .collect::<Result<_>>()?;
+        // Inputs that are neither whole nor one value, gathered into C order of `shape`.
+        let gathered: Vec<Option<Vec<T>>> = refs
+            .iter()
+            .map(|r| {
+                let whole = r.shape() == shape && r.contiguous().is_some();
+                (!whole && r.layout.size() != 1).then(|| {
+                    let view = r.view();
+                    let b = view
+                        .broadcast(ndarray::IxDyn(shape))
+                        .expect("the caller broadcast the inputs to `shape`");
+                    b.iter().copied().collect()
+                })
+            })
+            .collect();
+        let operands: Vec<Operand<'_, T>> = refs
+            .iter()
+            .zip(&gathered)
+            .map(|(r, g)| match (g, r.contiguous()) {
+                (Some(v), _) => Operand::Slice(v),
+                (None, Some(c)) if r.layout.size() != 1 || r.shape() == shape => Operand::Slice(c),
+                _ => Operand::Scalar(*r.view().iter().next().expect("one element")),
+            })
+            .collect();
+        let params: Vec<T> = params.iter().map(|&p| T::from_f64(p)).collect();
+        Ok(run(op, program, &operands, &params, n)?
+            .into_iter()
+            .map(|v| Storage::Cpu(CpuStorage::from_vec(v)))
+            .collect())
+    }
+
     /// Compiles the raw module of `code` (named `name` in errors) for `device` and loads it there.
     /// The host is an error: a raw module is CUDA code.
     pub(crate) fn compile_raw(

@@ -1,9 +1,11 @@
 //! The kernels crate's integration tests, one binary: the binary cache on disk (`cache`), the
-//! generated source against reviewed snapshots (`codegen_snapshots`), and NVRTC compiling
+//! generated source against reviewed snapshots (`codegen_snapshots`), the expression language
+//! of bodies and its derivatives against finite differences (`expr`), and NVRTC compiling
 //! generated kernels (`nvrtc`, `nvrtc_reduction`; feature `nvrtc`).
 
 mod cache;
 mod codegen_snapshots;
+mod expr;
 mod nvrtc;
 mod nvrtc_reduction;
 

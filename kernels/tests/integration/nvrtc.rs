@@ -10,7 +10,7 @@ use kusari_kernels::compile::{
 };
 use kusari_kernels::{ElementwiseSignature, ScalarType};
 
-fn nvrtc_or_skip(test: &str) -> bool {
+pub(crate) fn nvrtc_or_skip(test: &str) -> bool {
     if nvrtc_available() {
         return true;
     }

@@ -5,6 +5,7 @@
 mod batch_norm;
 mod conv;
 mod elementwise;
+pub(crate) mod expr;
 mod index;
 mod linalg;
 mod math;

@@ -15,6 +15,7 @@ mod arithmetic;
 mod array_ops;
 mod conv;
 mod dropout;
+mod elementwise_op;
 mod indexing;
 mod layer_normalization;
 mod linear;
@@ -40,6 +41,7 @@ pub use conv::{
     ConvOptions, Dims, convolution_2d, convolution_nd, deconvolution_2d, deconvolution_nd,
 };
 pub use dropout::dropout;
+pub use elementwise_op::ElementwiseOp;
 pub use indexing::{concat, embed_id, get_item, pad, split_axis, stack};
 pub use layer_normalization::layer_normalization;
 pub use linear::{linear, matmul};

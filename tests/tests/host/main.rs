@@ -10,6 +10,7 @@
 //! | `api` | the forms a Chainer or PyTorch user writes first |
 //! | `errors` | every user mistake is an `Err` naming the op, the input, the shapes and the dtypes |
 //! | `gradient_check` | finite differences and the gradient checkers |
+//! | `elementwise_ops` | `ElementwiseOp`: ops written as a body, their backward derived (`op_tests!`) |
 //! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
 //! | `cnn` | the network layer's links (convolutions, batch normalization) and the CNN example |
 //! | `nn_layers` | convolution, deconvolution, pooling, batch normalization (`op_tests!` and errors) |
@@ -26,6 +27,7 @@
 mod api;
 mod arrays;
 mod cnn;
+mod elementwise_ops;
 mod errors;
 mod functions;
 mod gradient_check;
