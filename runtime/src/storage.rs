@@ -38,6 +38,14 @@ fn mismatch(op: &str, lhs: &Storage, rhs: &Storage) -> Error {
     }
 }
 
+/// How the host executor reads an input (see [`Storage::run_expr`]).
+enum InputKind<'a, T> {
+    Slice(&'a [T]),
+    Scalar(T),
+    Cycle(&'a [T]),
+    Gathered(usize),
+}
+
 impl Storage {
     pub(crate) fn dtype(&self) -> DType {
         match self {
@@ -755,27 +763,52 @@ impl Storage {
                 }),
             })
             .collect::<Result<_>>()?;
-        // Inputs that are neither whole nor one value, gathered into C order of `shape`.
-        let gathered: Vec<Option<Vec<T>>> = refs
-            .iter()
-            .map(|r| {
-                let whole = r.shape() == shape && r.contiguous().is_some();
-                (!whole && r.layout.size() != 1).then(|| {
+        // How each input is read: whole, one value, a contiguous block repeated along leading
+        // axes (a bias row), or gathered into C order of `shape` a row at a time.
+        let mut gathered: Vec<Vec<T>> = Vec::new();
+        let mut kinds: Vec<InputKind<T>> = Vec::with_capacity(refs.len());
+        for r in &refs {
+            let l = r.layout;
+            let strides = l.strides();
+            let repeats_one = l
+                .shape()
+                .iter()
+                .zip(&strides)
+                .all(|(&d, &st)| d <= 1 || st == 0);
+            // The input's shape without its leading 1s, as the trailing axes of `shape`.
+            let core = &l.shape()[l.shape().iter().take_while(|&&d| d == 1).count()..];
+            let padded = shape.len() >= core.len() && shape[shape.len() - core.len()..] == *core;
+            let kind = match r.contiguous() {
+                Some(c) if l.shape() == shape => InputKind::Slice(c),
+                _ if repeats_one || n <= 1 => {
+                    InputKind::Scalar(r.data.get(l.offset()).copied().unwrap_or_default())
+                }
+                Some(c) if padded && !c.is_empty() => InputKind::Cycle(c),
+                _ => {
                     let view = r.view();
                     let b = view
                         .broadcast(ndarray::IxDyn(shape))
                         .expect("the caller broadcast the inputs to `shape`");
-                    b.iter().copied().collect()
-                })
-            })
-            .collect();
-        let operands: Vec<Operand<'_, T>> = refs
+                    let mut v: Vec<T> = Vec::with_capacity(n);
+                    for lane in b.lanes(ndarray::Axis(shape.len() - 1)) {
+                        match lane.as_slice() {
+                            Some(s) => v.extend_from_slice(s),
+                            None => v.extend(lane.iter().copied()),
+                        }
+                    }
+                    gathered.push(v);
+                    InputKind::Gathered(gathered.len() - 1)
+                }
+            };
+            kinds.push(kind);
+        }
+        let operands: Vec<Operand<'_, T>> = kinds
             .iter()
-            .zip(&gathered)
-            .map(|(r, g)| match (g, r.contiguous()) {
-                (Some(v), _) => Operand::Slice(v),
-                (None, Some(c)) if r.layout.size() != 1 || r.shape() == shape => Operand::Slice(c),
-                _ => Operand::Scalar(*r.view().iter().next().expect("one element")),
+            .map(|k| match *k {
+                InputKind::Slice(c) => Operand::Slice(c),
+                InputKind::Scalar(v) => Operand::Scalar(v),
+                InputKind::Cycle(c) => Operand::Cycle(c),
+                InputKind::Gathered(i) => Operand::Slice(&gathered[i]),
             })
             .collect();
         let params: Vec<T> = params.iter().map(|&p| T::from_f64(p)).collect();

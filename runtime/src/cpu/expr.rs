@@ -28,6 +28,8 @@ pub(crate) enum Operand<'a, T> {
     Slice(&'a [T]),
     /// One value, broadcast.
     Scalar(T),
+    /// A block repeated along leading axes: element `i` is `block[i % block.len()]`.
+    Cycle(&'a [T]),
 }
 
 /// A float type the executor computes in.
@@ -214,6 +216,16 @@ fn block<T: ExprFloat>(
             Instr::Input(k) => match inputs[k] {
                 Operand::Slice(x) => dst.copy_from_slice(&x[s..e]),
                 Operand::Scalar(v) => dst.fill(v),
+                Operand::Cycle(c) => {
+                    let mut at = s % c.len();
+                    let mut k = 0;
+                    while k < m {
+                        let take = (c.len() - at).min(m - k);
+                        dst[k..k + take].copy_from_slice(&c[at..at + take]);
+                        k += take;
+                        at = 0;
+                    }
+                }
             },
             Instr::Param(k) => dst.fill(params[k]),
             Instr::Lit(v) => dst.fill(T::from_f64(v)),

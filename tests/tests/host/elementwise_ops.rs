@@ -46,6 +46,14 @@ kusari::op_tests!(mul_add_derived => OpTest::new("mul_add (derived)", uniforms(&
     .forward(|v| Ok(MUL_ADD.apply(&[&v[0], &v[1], &v[2]], &[])?.remove(0)))
     .expected(|x| vec![zip(&zip(&x[0], &x[1], |a, b| a * b), &x[2], |p, c| p + c)]));
 
+// A column and a row broadcast: the host executor gathers the column and cycles the row.
+kusari::op_tests!(mul_add_broadcast_derived => OpTest::new(
+    "mul_add (derived, a column and a row broadcast)",
+    uniforms(&[&[3, 4], &[3, 1], &[1, 4]], -1.0, 1.0),
+)
+.forward(|v| Ok(MUL_ADD.apply(&[&v[0], &v[1], &v[2]], &[])?.remove(0)))
+.expected(|x| vec![zip(&zip(&x[0], &x[1], |a, b| a * b), &x[2], |p, c| p + c)]));
+
 // swish, beta broadcast along the rows (Chainer's swish takes beta as a variable).
 static SWISH: ElementwiseOp = ElementwiseOp::new(
     "swish",
