@@ -454,13 +454,7 @@ pub fn compile_binary_cached(
         &format!("binary:{resolved}"),
     );
     let binary = cache.get_or_compile(key, || compile_resolved(src, resolved).map(|(_, b)| b))?;
-    let (major, minor) = resolved.capability();
-    let actual = if binary.starts_with(ELF_MAGIC) {
-        Target::Cubin { major, minor }
-    } else {
-        Target::Ptx { major, minor }
-    };
-    Ok((actual, binary))
+    Ok((made_for(resolved, &binary), binary))
 }
 
 /// [`compile_binary`] with name expressions (CuPy's `name_expressions`: `my_func<float>`, the
@@ -483,6 +477,17 @@ pub fn compile_binary_named(
             lowered,
         },
     ))
+}
+
+/// What a cached binary compiled for `resolved` is: a cubin when it is an ELF file, else PTX
+/// for the same compute capability (NVRTC made PTX where it could not make the cubin).
+fn made_for(resolved: Target, binary: &[u8]) -> Target {
+    let (major, minor) = resolved.capability();
+    if binary.starts_with(ELF_MAGIC) {
+        Target::Cubin { major, minor }
+    } else {
+        Target::Ptx { major, minor }
+    }
 }
 
 /// [`compile_binary_named`] through `cache`: the entry holds the lowered names before the
@@ -526,13 +531,7 @@ pub fn compile_binary_named_cached(
             "a damaged cache entry".to_string(),
         )
     })?;
-    let (major, minor) = resolved.capability();
-    let actual = if named.binary.starts_with(ELF_MAGIC) {
-        Target::Cubin { major, minor }
-    } else {
-        Target::Ptx { major, minor }
-    };
-    Ok((actual, named))
+    Ok((made_for(resolved, &named.binary), named))
 }
 
 /// A compiled module with the lowered names of its name expressions, as a cache entry holds

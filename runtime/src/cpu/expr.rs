@@ -49,49 +49,13 @@ pub(crate) trait ExprFloat: Element + Copy + Send + Sync + Default + PartialEq {
 }
 
 macro_rules! expr_float {
-    ($t:ty, $apply:path) => {
+    ($t:ty, $apply:path, $call:path) => {
         impl ExprFloat for $t {
             fn math(f: MathFn, src: &[Self], dst: &mut [MaybeUninit<Self>]) {
                 $apply(f, src, dst)
             }
             fn call(f: Func, a: Self, b: Self) -> Self {
-                match f {
-                    Func::Exp => a.exp(),
-                    Func::Exp2 => a.exp2(),
-                    Func::Expm1 => a.exp_m1(),
-                    Func::Log => a.ln(),
-                    Func::Log2 => a.log2(),
-                    Func::Log10 => a.log10(),
-                    Func::Log1p => a.ln_1p(),
-                    Func::Sqrt => a.sqrt(),
-                    Func::Rsqrt => 1.0 / a.sqrt(),
-                    Func::Cbrt => a.cbrt(),
-                    Func::Sin => a.sin(),
-                    Func::Cos => a.cos(),
-                    Func::Tan => a.tan(),
-                    Func::Asin => a.asin(),
-                    Func::Acos => a.acos(),
-                    Func::Atan => a.atan(),
-                    Func::Atan2 => a.atan2(b),
-                    Func::Sinh => a.sinh(),
-                    Func::Cosh => a.cosh(),
-                    Func::Tanh => a.tanh(),
-                    Func::Asinh => a.asinh(),
-                    Func::Acosh => a.acosh(),
-                    Func::Atanh => a.atanh(),
-                    Func::Pow => a.powf(b),
-                    Func::Hypot => a.hypot(b),
-                    Func::Fabs => a.abs(),
-                    Func::Fmax => a.max(b),
-                    Func::Fmin => a.min(b),
-                    Func::Copysign => a.copysign(b),
-                    Func::Erf => kusari_kernels::expr::erf(f64::from(a)) as $t,
-                    Func::Erfc => (1.0 - kusari_kernels::expr::erf(f64::from(a))) as $t,
-                    Func::Floor => a.floor(),
-                    Func::Ceil => a.ceil(),
-                    Func::Round => a.round(),
-                    Func::Trunc => a.trunc(),
-                }
+                $call(f, a, b)
             }
             fn add(self, b: Self) -> Self {
                 self + b
@@ -121,8 +85,54 @@ macro_rules! expr_float {
     };
 }
 
-expr_float!(f32, super::math::apply_f32);
-expr_float!(f64, super::math::apply_f64);
+expr_float!(f32, super::math::apply_f32, call_f32);
+expr_float!(f64, super::math::apply_f64, call_f64);
+
+/// `f(a, b)` in float64: the kernel layer's reference, which folds constants and evaluates
+/// bodies ([`kusari_kernels::expr::call`]).
+fn call_f64(f: Func, a: f64, b: f64) -> f64 {
+    kusari_kernels::expr::call(f, &[a, b])
+}
+
+/// `f(a, b)` in float32, by the standard library's float32 functions (`erf` in float64).
+fn call_f32(f: Func, a: f32, b: f32) -> f32 {
+    match f {
+        Func::Exp => a.exp(),
+        Func::Exp2 => a.exp2(),
+        Func::Expm1 => a.exp_m1(),
+        Func::Log => a.ln(),
+        Func::Log2 => a.log2(),
+        Func::Log10 => a.log10(),
+        Func::Log1p => a.ln_1p(),
+        Func::Sqrt => a.sqrt(),
+        Func::Rsqrt => 1.0 / a.sqrt(),
+        Func::Cbrt => a.cbrt(),
+        Func::Sin => a.sin(),
+        Func::Cos => a.cos(),
+        Func::Tan => a.tan(),
+        Func::Asin => a.asin(),
+        Func::Acos => a.acos(),
+        Func::Atan => a.atan(),
+        Func::Atan2 => a.atan2(b),
+        Func::Sinh => a.sinh(),
+        Func::Cosh => a.cosh(),
+        Func::Tanh => a.tanh(),
+        Func::Asinh => a.asinh(),
+        Func::Acosh => a.acosh(),
+        Func::Atanh => a.atanh(),
+        Func::Pow => a.powf(b),
+        Func::Hypot => a.hypot(b),
+        Func::Fabs => a.abs(),
+        Func::Fmax => a.max(b),
+        Func::Fmin => a.min(b),
+        Func::Copysign => a.copysign(b),
+        Func::Erf | Func::Erfc => call_f64(f, f64::from(a), 0.0) as f32,
+        Func::Floor => a.floor(),
+        Func::Ceil => a.ceil(),
+        Func::Round => a.round(),
+        Func::Trunc => a.trunc(),
+    }
+}
 
 /// The function of [`super::math`] that computes `f`, where it has one.
 fn vectorized(f: Func) -> Option<MathFn> {

@@ -150,7 +150,7 @@ impl ElementwiseOp {
         Ok(&self.derived_ref()?.backward)
     }
 
-    fn derived_ref(&self) -> Result<&Derived> {
+    fn derived_ref(&self) -> Result<&Arc<Derived>> {
         match self.derived.get_or_init(|| self.derive().map(Arc::new)) {
             Ok(d) => Ok(d),
             Err(message) => Err(Error::InvalidKernel {
@@ -161,11 +161,7 @@ impl ElementwiseOp {
     }
 
     fn derived(&self) -> Result<Arc<Derived>> {
-        self.derived_ref()?;
-        match self.derived.get() {
-            Some(Ok(d)) => Ok(d.clone()),
-            _ => unreachable!("derived_ref succeeded"),
-        }
+        self.derived_ref().cloned()
     }
 
     /// Parses, checks and derives.
