@@ -12,6 +12,7 @@ use kusari_kernels::raw::numbered_user_source;
 use super::CudaRef;
 use super::device::CudaDevice;
 use super::device::device;
+use super::driver::Module;
 use super::launch::{KernelArgs, Loaded, load_image, load_named};
 use crate::Device;
 use crate::error::{Error, Result};
@@ -75,7 +76,8 @@ pub(crate) unsafe fn launch_raw(
     let loaded = match cached {
         Some(l) => l,
         None => {
-            let l = Arc::new(load_function(&dev, &op, code)?);
+            // Errors name the kernel as a first launch always has.
+            let l = Arc::new(load_function(&dev, code.name(), code)?);
             loads
                 .loaded
                 .lock()
@@ -95,9 +97,10 @@ pub(crate) unsafe fn launch_raw(
     unsafe { loaded.launch_shared(&dev, grid, block, shared_bytes, &mut values, &op) }
 }
 
-/// The function `code` names, in its module loaded on `dev`.
-fn load_function(dev: &CudaDevice, op: &str, code: &RawCode) -> Result<Loaded> {
-    let (module, entry) = match code {
+/// The module of `code` on `dev` (compiled first for a source, through the binary cache; loaded
+/// through the upload cache), and the name its kernel has there. `op` names it in errors.
+fn load_module(dev: &CudaDevice, op: &str, code: &RawCode) -> Result<(Module, String)> {
+    match code {
         RawCode::Source {
             src,
             names,
@@ -109,17 +112,22 @@ fn load_function(dev: &CudaDevice, op: &str, code: &RawCode) -> Result<Loaded> {
                 Some(i) => lowered[*i].clone(),
                 None => src.entry.clone(),
             };
-            (module, entry)
+            Ok((module, entry))
         }
         RawCode::Binary {
             entry,
             image,
             format,
-        } => (
+        } => Ok((
             load_image(dev, op, image, &format.to_string())?,
             entry.clone(),
-        ),
-    };
+        )),
+    }
+}
+
+/// The function `code` names, in its module loaded on `dev`.
+fn load_function(dev: &CudaDevice, op: &str, code: &RawCode) -> Result<Loaded> {
+    let (module, entry) = load_module(dev, op, code)?;
     let function = dev.check(module.function(&entry), || {
         format!("find {entry} in its module on cuda:{}", dev.ordinal)
     })?;
@@ -135,14 +143,7 @@ fn load_function(dev: &CudaDevice, op: &str, code: &RawCode) -> Result<Loaded> {
 pub(crate) fn compile_raw(ordinal: usize, code: &RawCode) -> Result<()> {
     let op = format!("raw module {}", code.name());
     let dev = device(ordinal, &op)?;
-    match code {
-        RawCode::Source { src, names, .. } => load_named(&dev, &op, src, names)
-            .map(drop)
-            .map_err(|e| user_numbered(e, src)),
-        RawCode::Binary { image, format, .. } => {
-            load_image(&dev, &op, image, &format.to_string()).map(drop)
-        }
-    }
+    load_module(&dev, &op, code).map(drop)
 }
 
 /// A compile error with the user's code numbered as the user numbers it (the compiler's log
