@@ -260,26 +260,14 @@ fn parse_function(
     let name = name.to_string();
     let open = at + 1;
     let close = close_of(toks, open)?;
-    let inner = &toks[open + 1..close];
-    let mut params = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (j, t) in inner.iter().enumerate() {
-        match t {
-            Token::Punct('(' | '<' | '[') => depth += 1,
-            Token::Punct(')' | '>' | ']') => depth -= 1,
-            Token::Punct(',') if depth == 0 => {
-                params.push(parse_param(&inner[start..j], aliases));
-                start = j + 1;
-            }
-            _ => {}
-        }
+    let mut parts = split_top_level(&toks[open + 1..close]);
+    // `(void)` declares no parameter; an empty last part (a trailing comma) is none either.
+    if parts.last().is_some_and(|p| p.is_empty())
+        || matches!(&parts[..], [only] if only.len() == 1 && word(&only[0]) == Some("void"))
+    {
+        parts.pop();
     }
-    let last = &inner[start..];
-    let only_void = last.len() == 1 && word(&last[0]) == Some("void");
-    if !(last.is_empty() || only_void && params.is_empty()) {
-        params.push(parse_param(last, aliases));
-    }
+    let params = parts.iter().map(|p| parse_param(p, aliases)).collect();
     Some((
         RawFunction {
             name,
