@@ -28,8 +28,8 @@ LAYERS = [
     ("storage backends", ["op", "builtin_kernels", "launch_plan", "cpu", "cuda", "storage", "memory"]),
     ("config", ["config"]),
     ("array", ["array", "elementwise_kernel", "reduction_kernel", "raw_kernel"]),
-    ("graph", ["graph", "macro_support"]),
-    ("functions", ["functions"]),
+    ("graph", ["graph"]),
+    ("functions", ["functions", "macro_support"]),
     ("links", ["link"]),
     ("checks and entry points", ["gradient_check", "testing", "prelude", "lib"]),
 ]

@@ -17,10 +17,12 @@ pub struct Node<'a> {
     pub constructor: Option<&'a ImplItemFn>,
 }
 
-/// `forward` (any device) or `forward_cpu`.
+/// `forward` (any device) or `forward_cpu`; or, for an op declared by
+/// `#[function_node(kernel(..))]`, the forward its body is.
 pub struct Forward<'a> {
-    pub func: &'a ImplItemFn,
-    pub inputs: Vec<&'a Ident>,
+    /// The method; `None` when the kernel's body is the forward.
+    pub func: Option<&'a ImplItemFn>,
+    pub inputs: Vec<Ident>,
     pub outputs: Returns<'a>,
     pub retain: Retain,
     pub kernel: Option<KernelAttr>,
@@ -29,7 +31,7 @@ pub struct Forward<'a> {
 impl Forward<'_> {
     /// Whether the method is `forward_cpu` (not the device-agnostic `forward`).
     pub fn is_cpu(&self) -> bool {
-        self.func.sig.ident == kw::FORWARD_CPU
+        self.func.is_some_and(|f| f.sig.ident == kw::FORWARD_CPU)
     }
 }
 
@@ -41,7 +43,8 @@ pub struct Backward<'a> {
 
 /// What a method returns: `T` or `Result<T>`, where `T` is one value or a tuple of `count`.
 pub struct Returns<'a> {
-    pub ty: &'a ReturnType,
+    /// As written (`None` for the outputs of a kernel's body).
+    pub ty: Option<&'a ReturnType>,
     pub is_result: bool,
     /// Whether the values come as a tuple (even of one).
     pub is_tuple: bool,
@@ -64,7 +67,7 @@ pub fn returns_of(ty: &ReturnType) -> Returns<'_> {
         Some(_) => (1, false),
     };
     Returns {
-        ty,
+        ty: Some(ty),
         is_result,
         is_tuple,
         count,
@@ -155,6 +158,14 @@ impl<'a> Node<'a> {
                 kw::FORWARD | kw::FORWARD_CPU => cpu_or_unified.push(f),
                 kw::FORWARD_GPU => node.forward_gpu = Some(f),
                 kw::BACKWARD => {
+                    if node.options.kernel.is_none() {
+                        for a in f.attrs.iter().filter(|a| attr::is_helper(a)) {
+                            cx.error_spanned_by(
+                                a,
+                                "this attribute belongs on `forward` or `forward_cpu`, not on `backward` (only an op declared by #[function_node(kernel(..))], which has no forward, takes #[retain] on its backward)",
+                            );
+                        }
+                    }
                     node.backward = Some(Backward {
                         func: f,
                         params: named_params(cx, f),
@@ -178,16 +189,43 @@ impl<'a> Node<'a> {
                 ),
             );
         }
+        if let Some(kernel) = node.options.kernel.take() {
+            for f in cpu_or_unified.iter().chain(&node.forward_gpu) {
+                cx.error_spanned_by(
+                    &f.sig.ident,
+                    format!(
+                        "an op declared by #[function_node(kernel(..))] has no `{}`: the kernel's body is its forward on every device",
+                        f.sig.ident
+                    ),
+                );
+            }
+            node.forward_gpu = None;
+            node.forward = Some(body_forward(cx, &node, kernel));
+            return Some(node);
+        }
         if let Some(f) = cpu_or_unified.first() {
             node.forward = Some(Forward {
-                func: f,
-                inputs: named_params(cx, f).into_iter().map(|(i, _)| i).collect(),
+                func: Some(f),
+                inputs: named_params(cx, f)
+                    .into_iter()
+                    .map(|(i, _)| i.clone())
+                    .collect(),
                 outputs: returns_of(&f.sig.output),
                 retain: attr::parse_retain(cx, &f.attrs),
                 kernel: attr::parse_kernel(cx, &f.attrs),
             });
         }
         Some(node)
+    }
+
+    /// The kernel's name: `name = ".."` in it, else `<wrapper>_fwd` for `#[forward_gpu(..)]`
+    /// and the wrapper's name for an op that is its kernel's body.
+    pub fn kernel_name(&self, k: &attr::KernelAttr) -> String {
+        match (&k.name, k.attr_name) {
+            (Some(name), _) => name.value(),
+            (None, kw::KERNEL) => self.wrapper_name(),
+            (None, _) => format!("{}_fwd", self.wrapper_name()),
+        }
     }
 
     /// The wrapper function's name: `name = ".."`, else the type's name in snake_case.
@@ -200,6 +238,41 @@ impl<'a> Node<'a> {
 
     pub fn n_outputs(&self) -> usize {
         self.forward.as_ref().map_or(0, |f| f.outputs.count)
+    }
+}
+
+/// The forward of an op declared by `kernel(..)`: its inputs are the kernel's (named at the
+/// `inputs` string), its outputs the kernel's, and what it retains is `#[retain]` on a
+/// hand-written `backward` (or, without one, what the derived backward reads, known at run
+/// time).
+fn body_forward<'a>(cx: &Ctxt, node: &Node<'a>, kernel: attr::KernelAttr) -> Forward<'a> {
+    let list = |lit: &Option<syn::LitStr>, which| {
+        lit.as_ref().map_or_else(Vec::new, |l| {
+            kusari_kernels::signature::parse_list(&l.value(), which)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|p| syn::parse_str::<Ident>(&p.name).ok())
+                .map(|i| Ident::new(&i.to_string(), l.span()))
+                .collect()
+        })
+    };
+    let inputs = list(&kernel.inputs, kusari_kernels::SignatureList::Inputs);
+    let count = list(&kernel.outputs, kusari_kernels::SignatureList::Outputs).len();
+    let retain = match &node.backward {
+        Some(b) => attr::parse_retain(cx, &b.func.attrs),
+        None => attr::Retain::default(),
+    };
+    Forward {
+        func: None,
+        inputs,
+        outputs: Returns {
+            ty: None,
+            is_result: true,
+            is_tuple: count != 1,
+            count,
+        },
+        retain,
+        kernel: Some(kernel),
     }
 }
 

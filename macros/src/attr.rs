@@ -9,12 +9,16 @@ use syn::{Attribute, Ident, LitInt, LitStr, Path};
 use crate::ctxt::Ctxt;
 use crate::kw;
 
-/// `#[function_node(name = "...", crate = "...", non_differentiable)]`.
+/// `#[function_node(name = "...", crate = "...", non_differentiable, kernel(..), formula = "..")]`.
 #[derive(Default)]
 pub struct Options {
     pub name: Option<LitStr>,
     pub krate: Option<Path>,
     pub non_differentiable: Option<Span>,
+    /// `kernel(inputs = .., outputs = .., body = ..)`: the op is its body (no `forward`).
+    pub kernel: Option<KernelAttr>,
+    /// `formula = "x + value"`: the forward as one elementwise expression, for `kusari::fuse`.
+    pub formula: Option<LitStr>,
 }
 
 /// One key of an attribute, given at most once (serde's `Attr`): a second occurrence is an
@@ -108,6 +112,8 @@ pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
     let mut name = Once::new(attr, kw::NAME);
     let mut krate = Once::new(attr, kw::CRATE);
     let mut non_differentiable = Once::new(attr, kw::NON_DIFFERENTIABLE);
+    let mut kernel = Once::new(attr, kw::KERNEL);
+    let mut formula = Once::new(attr, kw::FORMULA);
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident(kw::NAME) {
             name.set(cx, &meta.path, Some(meta.value()?.parse()?));
@@ -116,6 +122,16 @@ pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
         } else if meta.path.is_ident(kw::NON_DIFFERENTIABLE) {
             let span = meta.path.segments[0].ident.span();
             non_differentiable.set(cx, &meta.path, Some(span));
+        } else if meta.path.is_ident(kw::KERNEL) {
+            let at = meta.path.to_token_stream();
+            let mut keys = KernelKeys::new(kw::KERNEL);
+            let result = meta.parse_nested_meta(|inner| keys.read(cx, &inner));
+            if let Err(e) = result {
+                cx.syn_error(e);
+            }
+            kernel.set(cx, &meta.path, Some(keys.finish(at)));
+        } else if meta.path.is_ident(kw::FORMULA) {
+            formula.set(cx, &meta.path, Some(meta.value()?.parse()?));
         } else {
             unknown_key(cx, &meta, attr, kw::FUNCTION_NODE_KEYS)?;
         }
@@ -128,6 +144,8 @@ pub fn parse_options(cx: &Ctxt, args: TokenStream) -> Options {
         name: name.get(),
         krate: krate.get(),
         non_differentiable: non_differentiable.get(),
+        kernel: kernel.get(),
+        formula: formula.get(),
     }
 }
 
@@ -241,9 +259,13 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
 }
 
 /// `#[forward_gpu(inputs = "..", outputs = "..", body = "..", params = "..", name = "..",
-/// dtypes = "..", preamble = "..", loop_prep = "..", after_loop = "..")]`.
+/// dtypes = "..", preamble = "..", loop_prep = "..", after_loop = "..")]`, or the same keys in
+/// `#[function_node(kernel(..))]`.
 pub struct KernelAttr {
-    pub attr: Attribute,
+    /// The attribute (or the `kernel` key), where messages about the whole kernel point.
+    pub at: TokenStream,
+    /// `forward_gpu` or `kernel`, as messages name it.
+    pub attr_name: &'static str,
     pub inputs: Option<LitStr>,
     pub outputs: Option<LitStr>,
     pub body: Option<LitStr>,
@@ -261,6 +283,95 @@ pub struct KernelAttr {
     pub has_unknown_key: bool,
 }
 
+impl KernelAttr {
+    /// Where the attribute starts (for a literal made up by the macro).
+    pub fn span(&self) -> Span {
+        self.at
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |t| t.span())
+    }
+}
+
+/// The keys of a kernel, read one at a time.
+struct KernelKeys {
+    attr: &'static str,
+    inputs: Once<LitStr>,
+    outputs: Once<LitStr>,
+    body: Once<LitStr>,
+    params: Once<LitStr>,
+    name: Once<LitStr>,
+    dtypes: Once<LitStr>,
+    preamble: Once<LitStr>,
+    loop_prep: Once<LitStr>,
+    after_loop: Once<LitStr>,
+    has_unknown_key: bool,
+}
+
+impl KernelKeys {
+    fn new(attr: &'static str) -> Self {
+        let once = |key| Once::new(attr, key);
+        KernelKeys {
+            attr,
+            inputs: once(kw::INPUTS),
+            outputs: once(kw::OUTPUTS),
+            body: once(kw::BODY),
+            params: once(kw::PARAMS),
+            name: once(kw::NAME),
+            dtypes: once(kw::DTYPES),
+            preamble: once(kw::PREAMBLE),
+            loop_prep: once(kw::LOOP_PREP),
+            after_loop: once(kw::AFTER_LOOP),
+            has_unknown_key: false,
+        }
+    }
+
+    fn read(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+        let slot = if meta.path.is_ident(kw::INPUTS) {
+            &mut self.inputs
+        } else if meta.path.is_ident(kw::OUTPUTS) {
+            &mut self.outputs
+        } else if meta.path.is_ident(kw::BODY) {
+            &mut self.body
+        } else if meta.path.is_ident(kw::PARAMS) {
+            &mut self.params
+        } else if meta.path.is_ident(kw::NAME) {
+            &mut self.name
+        } else if meta.path.is_ident(kw::DTYPES) {
+            &mut self.dtypes
+        } else if meta.path.is_ident(kw::PREAMBLE) {
+            &mut self.preamble
+        } else if meta.path.is_ident(kw::LOOP_PREP) {
+            &mut self.loop_prep
+        } else if meta.path.is_ident(kw::AFTER_LOOP) {
+            &mut self.after_loop
+        } else {
+            self.has_unknown_key = true;
+            return unknown_key(cx, meta, self.attr, kw::KERNEL_KEYS);
+        };
+        slot.set(cx, &meta.path, Some(meta.value()?.parse()?));
+        Ok(())
+    }
+
+    fn finish(self, at: TokenStream) -> KernelAttr {
+        KernelAttr {
+            at,
+            attr_name: self.attr,
+            inputs: self.inputs.get(),
+            outputs: self.outputs.get(),
+            body: self.body.get(),
+            params: self.params.get(),
+            name: self.name.get(),
+            dtypes: self.dtypes.get(),
+            preamble: self.preamble.get(),
+            loop_prep: self.loop_prep.get(),
+            after_loop: self.after_loop.get(),
+            has_unknown_key: self.has_unknown_key,
+        }
+    }
+}
+
 pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
     let mut found: Option<KernelAttr> = None;
     for attr in attrs.iter().filter(|a| a.path().is_ident(kw::KERNEL_ATTR)) {
@@ -271,59 +382,12 @@ pub fn parse_kernel(cx: &Ctxt, attrs: &[Attribute]) -> Option<KernelAttr> {
             );
             continue;
         }
-        let once = |key| Once::new(kw::KERNEL_ATTR, key);
-        let (mut inputs, mut outputs, mut body) =
-            (once(kw::INPUTS), once(kw::OUTPUTS), once(kw::BODY));
-        let (mut params, mut name, mut dtypes) =
-            (once(kw::PARAMS), once(kw::NAME), once(kw::DTYPES));
-        let (mut preamble, mut loop_prep, mut after_loop) = (
-            once(kw::PREAMBLE),
-            once(kw::LOOP_PREP),
-            once(kw::AFTER_LOOP),
-        );
-        let mut has_unknown_key = false;
-        let result = attr.parse_nested_meta(|meta| {
-            let slot = if meta.path.is_ident(kw::INPUTS) {
-                &mut inputs
-            } else if meta.path.is_ident(kw::OUTPUTS) {
-                &mut outputs
-            } else if meta.path.is_ident(kw::BODY) {
-                &mut body
-            } else if meta.path.is_ident(kw::PARAMS) {
-                &mut params
-            } else if meta.path.is_ident(kw::NAME) {
-                &mut name
-            } else if meta.path.is_ident(kw::DTYPES) {
-                &mut dtypes
-            } else if meta.path.is_ident(kw::PREAMBLE) {
-                &mut preamble
-            } else if meta.path.is_ident(kw::LOOP_PREP) {
-                &mut loop_prep
-            } else if meta.path.is_ident(kw::AFTER_LOOP) {
-                &mut after_loop
-            } else {
-                has_unknown_key = true;
-                return unknown_key(cx, &meta, kw::KERNEL_ATTR, kw::KERNEL_KEYS);
-            };
-            slot.set(cx, &meta.path, Some(meta.value()?.parse()?));
-            Ok(())
-        });
+        let mut keys = KernelKeys::new(kw::KERNEL_ATTR);
+        let result = attr.parse_nested_meta(|meta| keys.read(cx, &meta));
         if let Err(e) = result {
             cx.syn_error(e);
         }
-        found = Some(KernelAttr {
-            attr: attr.clone(),
-            inputs: inputs.get(),
-            outputs: outputs.get(),
-            body: body.get(),
-            params: params.get(),
-            name: name.get(),
-            dtypes: dtypes.get(),
-            preamble: preamble.get(),
-            loop_prep: loop_prep.get(),
-            after_loop: after_loop.get(),
-            has_unknown_key,
-        });
+        found = Some(keys.finish(attr.to_token_stream()));
     }
     found
 }

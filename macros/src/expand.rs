@@ -80,7 +80,7 @@ fn function_node_impl(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
         .inputs
         .iter()
         .filter(|r| !r.meta)
-        .filter_map(|r| forward.inputs.iter().position(|i| **i == r.ident))
+        .filter_map(|r| forward.inputs.iter().position(|i| *i == r.ident))
         .collect();
     let retain_outputs: Vec<usize> = forward
         .retain
@@ -107,12 +107,37 @@ fn function_node_impl(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
             ) -> #krate::Result<::std::vec::Vec<#krate::Array>>
         }
     };
-    let user_method = &forward.func.sig.ident;
+    let mut methods = formula_method(node, forward);
+    let Some(func) = forward.func else {
+        // The op is its kernel's body: one forward for every device.
+        let sig = signature(kw::FORWARD);
+        let params = param_values(node, forward);
+        let derived_retain = node.backward.is_none();
+        methods.extend(quote! {
+            #sig {
+                #prologue
+                let params = #params;
+                #krate::macro_support::body_forward(
+                    <#ty>::elementwise_op(), ctx, inputs, &params, #derived_retain,
+                )
+            }
+        });
+        let backward = backward_method(node, forward);
+        return quote! {
+            impl #krate::FunctionNode for #ty {
+                fn label(&self) -> ::std::borrow::Cow<'static, str> {
+                    ::std::borrow::Cow::Borrowed(#label)
+                }
+                #methods
+                #backward
+            }
+        };
+    };
+    let user_method = &func.sig.ident;
     let run_user = outputs_vec(
         quote!(<#ty>::#user_method(self, #(#args),*)),
         &forward.outputs,
     );
-    let mut methods = TokenStream::new();
     let gpu_body = if let Some(k) = &forward.kernel {
         Some(kernel_launch(node, k, &args))
     } else {
@@ -144,12 +169,17 @@ fn function_node_impl(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
     }
 }
 
-fn kernel_launch(node: &Node<'_>, k: &attr::KernelAttr, args: &[TokenStream]) -> TokenStream {
+/// The kernel's scalar parameters, read from the op's fields of their names:
+/// `[KernelScalar::to_kernel_scalar(&self.beta), ..]`.
+fn param_values(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
+    kernel_params(node, forward.kernel.as_ref())
+}
+
+/// [`param_values`] of a kernel.
+fn kernel_params(node: &Node<'_>, k: Option<&attr::KernelAttr>) -> TokenStream {
     let krate = krate(node);
-    let ty = &node.item.self_ty;
     let params = k
-        .params
-        .as_ref()
+        .and_then(|k| k.params.as_ref())
         .map_or_else(String::new, syn::LitStr::value);
     let fields: Vec<Ident> =
         kusari_kernels::signature::parse_list(&params, kusari_kernels::SignatureList::Params)
@@ -157,6 +187,93 @@ fn kernel_launch(node: &Node<'_>, k: &attr::KernelAttr, args: &[TokenStream]) ->
             .iter()
             .map(|p| format_ident!("{}", p.name))
             .collect();
+    quote!([#(#krate::macro_support::KernelScalar::to_kernel_scalar(&self.#fields)),*])
+}
+
+/// `fn formula(&self)` for `kusari::fuse`: the kernel of an op that is its body, or the
+/// expression of `formula = ".."`; nothing otherwise (the trait's `None`).
+fn formula_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
+    let krate = krate(node);
+    let ty = &node.item.self_ty;
+    let signature = quote!(fn formula(&self) -> ::std::option::Option<#krate::Formula>);
+    if forward.func.is_none() {
+        let params = param_values(node, forward);
+        return quote! {
+            #signature {
+                ::std::option::Option::Some(#krate::Formula {
+                    kernel: *<#ty>::elementwise_op().kernel(),
+                    params: ::std::vec::Vec::from(#params),
+                })
+            }
+        };
+    }
+    let Some(formula) = &node.options.formula else {
+        return TokenStream::new();
+    };
+    let parts = FormulaParts::of(forward, &formula.value());
+    let (label, inputs, output, params, body) = (
+        node.ident.to_string(),
+        parts.inputs,
+        parts.output,
+        parts.params_sig,
+        parts.body,
+    );
+    let fields = parts.fields.iter().map(|f| format_ident!("{}", f));
+    quote! {
+        #signature {
+            ::std::option::Option::Some(#krate::Formula {
+                kernel: #krate::ElementwiseKernel::new(#label, #inputs, #output, #params, #body),
+                params: ::std::vec![
+                    #(#krate::macro_support::KernelScalar::to_kernel_scalar(&self.#fields)),*
+                ],
+            })
+        }
+    }
+}
+
+/// `formula = ".."` as a kernel: its inputs are forward's (`T x, T y`), its one output is
+/// named apart from them, its parameters are the other names it reads (the op's fields).
+pub struct FormulaParts {
+    pub inputs: String,
+    pub output: String,
+    pub params_sig: String,
+    pub body: String,
+    pub fields: Vec<String>,
+}
+
+impl FormulaParts {
+    pub fn of(forward: &Forward<'_>, formula: &str) -> FormulaParts {
+        let inputs: Vec<String> = forward.inputs.iter().map(Ident::to_string).collect();
+        let fields: Vec<String> = kusari_kernels::expr::free_names(formula)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| !inputs.contains(n))
+            .collect();
+        let mut out = "out".to_string();
+        while inputs.contains(&out) || fields.contains(&out) {
+            out.push('_');
+        }
+        let typed = |names: &[String]| {
+            names
+                .iter()
+                .map(|n| format!("T {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        FormulaParts {
+            inputs: typed(&inputs),
+            output: format!("T {out}"),
+            params_sig: typed(&fields),
+            body: format!("{out} = {formula};"),
+            fields,
+        }
+    }
+}
+
+fn kernel_launch(node: &Node<'_>, k: &attr::KernelAttr, args: &[TokenStream]) -> TokenStream {
+    let krate = krate(node);
+    let ty = &node.item.self_ty;
+    let params = kernel_params(node, Some(k));
     // The dtype restriction is checked before anything is compiled, with the error the host
     // forward gives (UnsupportedDType naming the op).
     let dtype_check = k.dtypes.as_ref().map(|d| {
@@ -165,7 +282,7 @@ fn kernel_launch(node: &Node<'_>, k: &attr::KernelAttr, args: &[TokenStream]) ->
     });
     quote! {
         #dtype_check
-        let params = [#(#krate::macro_support::KernelScalar::to_kernel_scalar(&self.#fields)),*];
+        let params = #params;
         <#ty>::KERNELS[0].launch(&[#(#args),*], &params)
     }
 }
@@ -183,10 +300,7 @@ fn kernel_values(node: &Node<'_>) -> Vec<TokenStream> {
         value(&k.params),
         value(&k.body),
     );
-    let name = k.name.as_ref().map_or_else(
-        || format!("{}_fwd", node.wrapper_name()),
-        syn::LitStr::value,
-    );
+    let name = node.kernel_name(k);
     let (preamble, loop_prep, after_loop) = (
         value(&k.preamble),
         value(&k.loop_prep),
@@ -211,6 +325,21 @@ fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
             grad_outputs: &[::std::option::Option<#krate::Variable>],
         ) -> #krate::Result<::std::vec::Vec<::std::option::Option<#krate::Variable>>>
     };
+    if node.backward.is_none()
+        && forward.func.is_none()
+        && node.options.non_differentiable.is_none()
+    {
+        // Derived from the body.
+        let params = param_values(node, forward);
+        return quote! {
+            #signature {
+                let params = #params;
+                #krate::macro_support::body_backward(
+                    <#ty>::elementwise_op(), ctx, target_input_indexes, grad_outputs, &params,
+                )
+            }
+        };
+    }
     let Some(backward) = &node.backward else {
         let label = node.ident.to_string();
         return quote! {
@@ -228,7 +357,7 @@ fn backward_method(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
         let i = forward
             .inputs
             .iter()
-            .position(|x| **x == r.ident)
+            .position(|x| *x == r.ident)
             .unwrap_or(0);
         values.push(match r.meta {
             true => (quote!(ctx.input_meta(#i)?), true),
@@ -344,8 +473,37 @@ pub fn typed_apply(node: &Node<'_>, forward: &Forward<'_>, stub: bool) -> TokenS
         "The CUDA kernels of `{label}` (from `#[forward_gpu(..)]`; empty without one), listed so \
          that tests can compile every kernel. Generated by `#[function_node]`."
     );
+    let elementwise_op = forward.func.is_none().then(|| {
+        let k = forward.kernel.as_ref();
+        let value = |l: Option<&Option<syn::LitStr>>| {
+            l.and_then(Option::as_ref)
+                .map_or_else(String::new, syn::LitStr::value)
+        };
+        let (inputs, outputs, params, body) = (
+            value(k.map(|k| &k.inputs)),
+            value(k.map(|k| &k.outputs)),
+            value(k.map(|k| &k.params)),
+            value(k.map(|k| &k.body)),
+        );
+        let name = k.map_or_else(|| node.wrapper_name(), |k| node.kernel_name(k));
+        let doc = format!(
+            "`{label}` as an `ElementwiseOp`: its kernel is the forward, its `backward_op()` the \
+             backward derived from the body. Generated by `#[function_node(kernel(..))]`."
+        );
+        quote! {
+            #[doc = #doc]
+            #[allow(dead_code)]
+            pub fn elementwise_op() -> &'static #krate::ElementwiseOp {
+                static OP: #krate::ElementwiseOp =
+                    #krate::ElementwiseOp::new(#name, #inputs, #outputs, #params, #body);
+                &OP
+            }
+        }
+    });
     quote! {
         impl #ty {
+            #elementwise_op
+
             #[doc = #kernels_doc]
             #[allow(dead_code)]
             pub const KERNELS: &'static [#krate::ElementwiseKernel] = &[#(#kernels),*];

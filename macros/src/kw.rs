@@ -19,7 +19,11 @@ pub const FUNCTION_NODE: &str = "function_node";
 pub const NAME: &str = "name";
 pub const CRATE: &str = "crate";
 pub const NON_DIFFERENTIABLE: &str = "non_differentiable";
-pub const FUNCTION_NODE_KEYS: &[&str] = &[NAME, CRATE, NON_DIFFERENTIABLE];
+/// `kernel(..)`: an op written as its elementwise body, with no `forward`.
+pub const KERNEL: &str = "kernel";
+/// `formula = ".."`: the forward as one elementwise expression, for `kusari::fuse`.
+pub const FORMULA: &str = "formula";
+pub const FUNCTION_NODE_KEYS: &[&str] = &[NAME, CRATE, NON_DIFFERENTIABLE, KERNEL, FORMULA];
 
 /// Keys of `#[forward_gpu(..)]`.
 pub const INPUTS: &str = "inputs";

@@ -85,13 +85,52 @@ use proc_macro::TokenStream;
 /// - `name = "muladd"`: the wrapper's name (default: the type's name in snake_case, `MulAdd` →
 ///   `mul_add`);
 /// - `crate = "crate"`: the path of the kusari crate (default `::kusari`; `"crate"` inside it);
-/// - `non_differentiable`: the op has no `backward`.
+/// - `non_differentiable`: the op has no `backward`;
+/// - `kernel(inputs = "..", outputs = "..", params = "..", body = "..", name = "..")`: the op
+///   is this elementwise body, and has no `forward` (below);
+/// - `formula = "x * c"`: the forward as one expression of the expression language over
+///   forward's inputs and the op's scalar fields, for an op of one output, which
+///   `kusari::fuse` inlines (`FunctionNode::formula`); checked at compile time.
 ///
 /// The typed `Op.apply((&x, ..))` shadows the trait's slice form `FunctionNode::apply(&[..])`;
 /// the untyped form stays available as `kusari::apply(op, &[..])`. A node is applied once:
 /// `apply` takes it by value. The wrapper always applies the op: a function that behaves
 /// differently by mode (dropout in test mode) renames the generated wrapper with `name = ".."`
 /// and wraps it in a hand-written function.
+///
+/// # `kernel(..)`: an op that is its body
+///
+/// `#[function_node(kernel(..))]` on an `impl` with no `forward` declares an op written once,
+/// as an elementwise body in the expression language (`kusari_kernels::expr`):
+///
+/// ```ignore
+/// pub struct Softplus { beta: f64 }
+///
+/// #[function_node(kernel(inputs = "T x", outputs = "T y", params = "T beta",
+///                        body = "y = log1p(exp(beta * x)) / beta"))]
+/// impl Softplus {
+///     fn new(beta: f64) -> Self { Softplus { beta } }
+/// }
+///
+/// let y = softplus(&x, 2.0)?;
+/// ```
+///
+/// The keys are `#[forward_gpu(..)]`'s `inputs`, `outputs`, `params`, `body` and `name` (the
+/// kernel's name, default the wrapper's); `preamble`, `loop_prep`, `after_loop` and `dtypes`
+/// are refused. The inputs and outputs share one placeholder. At compile time the macro checks
+/// the signature as for `#[forward_gpu(..)]`, that the body is in the expression language (a
+/// loop, a branch, a pointer is an error at the body, naming the construct) and, without a
+/// hand-written `backward`, that its backward derives. It generates
+///
+/// - `Op::elementwise_op() -> &'static ElementwiseOp`: the op as a `kusari::ElementwiseOp`,
+///   whose kernel is the forward on CUDA, whose program is the forward on the host, and whose
+///   `backward_op()` is the derived backward;
+/// - `impl FunctionNode`: `forward` by the `ElementwiseOp` (keeping what the derived backward
+///   reads), `backward` by the derived op (itself differentiable, to any order), `formula`;
+/// - `KERNELS`, `apply` and the wrapper, as for any op.
+///
+/// A hand-written `backward` replaces the derived one; `#[retain(..)]` then goes on `backward`
+/// (there is no `forward` to carry it). `non_differentiable` gives an op with no backward.
 ///
 /// # `#[forward_gpu(..)]`: an elementwise kernel
 ///

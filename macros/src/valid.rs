@@ -1,5 +1,6 @@
 //! Every rule a user can break, each reported at the user's token. No code is generated here.
 
+use kusari_kernels::expr::{OpBody, OpError};
 use kusari_kernels::names::check_kernel_name as check_kernel_name_rules;
 use kusari_kernels::{ElementwiseSignature, SignatureList};
 use quote::ToTokens;
@@ -46,31 +47,37 @@ pub fn check(cx: &Ctxt, node: &Node<'_>) {
         );
         return;
     };
-    check_forward(cx, node, forward);
+    match forward.func {
+        Some(func) => check_forward(cx, node, forward, func),
+        None => check_body_op(cx, node, forward),
+    }
     check_retain(cx, node, forward);
+    if let Some(formula) = &node.options.formula {
+        check_formula(cx, node, forward, formula);
+    }
     if let Some(kernel) = &forward.kernel {
         check_kernel(cx, node, forward, kernel);
     }
     check_backward(cx, node, forward);
 }
 
-fn check_forward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
+fn check_forward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, func: &syn::ImplItemFn) {
     if forward.inputs.is_empty() {
         cx.error_spanned_by(
-            &forward.func.sig,
+            &func.sig,
             "forward takes at least one input: `&self, x: &Array, ..`",
         );
     }
     if forward.outputs.count == 0 {
         cx.error_spanned_by(
-            &forward.func.sig,
+            &func.sig,
             "forward returns its output array(s): `Result<Array>` or `Result<(Array, Array)>`",
         );
     }
     if let Some(gpu) = node.forward_gpu {
         if let Some(k) = &forward.kernel {
             cx.error_spanned_by(
-                &k.attr,
+                &k.at,
                 "`forward_gpu` is defined twice: as a method and as #[forward_gpu(..)]; keep one",
             );
         } else if !forward.is_cpu() {
@@ -82,13 +89,114 @@ fn check_forward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
     }
 }
 
+/// An op declared by `kernel(..)`: its body is its forward on the host too, so it must be in
+/// the expression language, with inputs and outputs of one placeholder; and without a
+/// hand-written backward, its backward must derive. Each mistake is reported at its string.
+fn check_body_op(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
+    let Some(k) = &forward.kernel else { return };
+    for (key, lit) in [
+        (kw::DTYPES, &k.dtypes),
+        (kw::PREAMBLE, &k.preamble),
+        (kw::LOOP_PREP, &k.loop_prep),
+        (kw::AFTER_LOOP, &k.after_loop),
+    ] {
+        if let Some(lit) = lit {
+            cx.error_spanned_by(
+                lit,
+                format!(
+                    "an op declared by #[function_node(kernel(..))] is all in its body, which runs on the host too: it takes no `{key}` (its inputs are always of a float dtype; write a preamble's helpers as expressions in the body, or declare a `forward` with #[forward_gpu(..)])"
+                ),
+            );
+        }
+    }
+    let (Some(inputs), Some(outputs), Some(body)) = (&k.inputs, &k.outputs, &k.body) else {
+        return;
+    };
+    let params = k.params.as_ref().map_or_else(String::new, LitStr::value);
+    let code = body.value();
+    let op = match OpBody::new(&inputs.value(), &outputs.value(), &params, &code) {
+        Ok(op) => op,
+        // Reported by check_kernel, at each list.
+        Err(OpError::Signature(_)) => return,
+        Err(OpError::Types { list, message }) => {
+            let at = match list {
+                SignatureList::Outputs => outputs,
+                SignatureList::Params => k.params.as_ref().unwrap_or(inputs),
+                SignatureList::Inputs => inputs,
+            };
+            cx.error_spanned_by(at, format!("kernel {list}: {message}"));
+            return;
+        }
+        Err(OpError::Body(e)) => {
+            cx.error_spanned_by(
+                body,
+                format!(
+                    "kernel body: the body of an op declared by #[function_node(kernel(..))] is its forward on the host too, so it must be in the expression language: {}",
+                    e.render(&code)
+                ),
+            );
+            return;
+        }
+    };
+    if op.sig.inputs.is_empty() {
+        cx.error_spanned_by(inputs, "the kernel takes at least one input");
+    }
+    if node.backward.is_none()
+        && node.options.non_differentiable.is_none()
+        && let Err(e) = op.derive()
+    {
+        cx.error_spanned_by(body, format!("kernel body: {}", e.render(&code)));
+    }
+}
+
+/// `formula = ".."`: an expression in the expression language over forward's inputs and the
+/// op's fields, for an op of one output with a forward of its own.
+fn check_formula(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, formula: &LitStr) {
+    if forward.func.is_none() {
+        cx.error_spanned_by(
+            formula,
+            "an op declared by #[function_node(kernel(..))] is its body already: it takes no `formula`",
+        );
+        return;
+    }
+    if node.n_outputs() != 1 {
+        cx.error_spanned_by(
+            formula,
+            format!(
+                "`formula` is one expression, for an op of one output; forward returns {}",
+                node.n_outputs()
+            ),
+        );
+        return;
+    }
+    let parts = crate::expand::FormulaParts::of(forward, &formula.value());
+    let result = OpBody::new(&parts.inputs, &parts.output, &parts.params_sig, &parts.body);
+    match result {
+        Ok(_) => {}
+        Err(OpError::Body(e)) => {
+            // The error's span is in `out = <formula>;`: shift it back into the formula.
+            let shift = parts.body.len() - formula.value().len() - 1;
+            let mut e = e;
+            e.span = e.span.start.saturating_sub(shift)..e.span.end.saturating_sub(shift);
+            cx.error_spanned_by(formula, format!("formula: {}", e.render(&formula.value())));
+        }
+        Err(e) => cx.error_spanned_by(
+            formula,
+            format!(
+                "formula: {} (its names are forward's inputs and the op's scalar fields)",
+                e.render(&parts.body)
+            ),
+        ),
+    }
+}
+
 fn check_retain(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
     let names: Vec<String> = forward.inputs.iter().map(|i| i.to_string()).collect();
     let retained = &forward.retain.inputs;
     for (i, r) in retained.iter().enumerate() {
         let ident = &r.ident;
         let earlier = retained[..i].iter().find(|e| e.ident == *ident);
-        if !forward.inputs.contains(&ident) {
+        if !forward.inputs.contains(ident) {
             cx.error_spanned_by(
                 ident,
                 format!(
@@ -145,8 +253,8 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
     // missing would be a second error for one mistake.
     if !missing.is_empty() && !k.has_unknown_key {
         cx.error_spanned_by(
-            &k.attr,
-            format!("#[forward_gpu(..)] is missing {}", missing.join(", ")),
+            &k.at,
+            format!("{} is missing {}", describe(k), missing.join(", ")),
         );
     }
     if let Some(d) = &k.dtypes
@@ -183,7 +291,7 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
     let (Some(inputs), Some(outputs)) = (&k.inputs, &k.outputs) else {
         return;
     };
-    let empty = LitStr::new("", k.attr.pound_token.span);
+    let empty = LitStr::new("", k.span());
     let params = k.params.as_ref().unwrap_or(&empty);
     let lit = |list| match list {
         SignatureList::Inputs => inputs,
@@ -242,6 +350,14 @@ fn check_kernel(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, k: &crate::at
     }
 }
 
+/// The attribute as messages name it: `#[forward_gpu(..)]` or `#[function_node(kernel(..))]`.
+fn describe(k: &crate::attr::KernelAttr) -> String {
+    match k.attr_name {
+        kw::KERNEL => format!("#[{}({}(..))]", kw::FUNCTION_NODE, kw::KERNEL),
+        name => format!("#[{name}(..)]"),
+    }
+}
+
 /// The kernel's name, given (`name = ".."`) or derived from the op's (`<op>_fwd`), must be a C
 /// identifier and not a keyword: it names the generated `extern "C"` function.
 fn check_kernel_name(cx: &Ctxt, node: &Node<'_>, k: &crate::attr::KernelAttr) {
@@ -252,11 +368,16 @@ fn check_kernel_name(cx: &Ctxt, node: &Node<'_>, k: &crate::attr::KernelAttr) {
             }
         }
         None => {
-            let derived = format!("{}_fwd", node.wrapper_name());
+            let derived = node.kernel_name(k);
             if let Err(e) = check_kernel_name_rules(&derived) {
-                let msg = format!(
-                    "the kernel's default name: {e}; give it a name with #[forward_gpu(name = \"..\")]"
-                );
+                let with_name = match k.attr_name {
+                    kw::KERNEL => {
+                        format!("#[{}({}(name = \"..\"))]", kw::FUNCTION_NODE, kw::KERNEL)
+                    }
+                    name => format!("#[{name}(name = \"..\")]"),
+                };
+                let msg =
+                    format!("the kernel's default name: {e}; give it a name with {with_name}");
                 match &node.options.name {
                     Some(op_name) => cx.error_spanned_by(op_name, msg),
                     None => cx.error_spanned_by(&node.item.self_ty, msg),
@@ -284,6 +405,8 @@ fn check_backward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
             );
             return;
         }
+        // The backward of an op declared by `kernel(..)` is derived from its body.
+        (None, None) if forward.func.is_none() => return,
         (None, None) => {
             cx.error_spanned_by(
                 &node.item.self_ty,
@@ -301,8 +424,8 @@ fn check_backward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
     let n = forward.inputs.len();
     if backward.returns.count != n {
         let at = match backward.returns.ty {
-            ReturnType::Type(_, ty) => ty.to_token_stream(),
-            ReturnType::Default => backward.func.sig.ident.to_token_stream(),
+            Some(ReturnType::Type(_, ty)) => ty.to_token_stream(),
+            _ => backward.func.sig.ident.to_token_stream(),
         };
         cx.error_spanned_by(
             at,
@@ -329,7 +452,7 @@ fn check_backward_params(
     let retained = &forward.retain.inputs;
     let mut unretained_read = false;
     for (name, _) in params {
-        if forward.inputs.contains(name) && !retained.iter().any(|r| r.ident == **name) {
+        if forward.inputs.contains(*name) && !retained.iter().any(|r| r.ident == **name) {
             unretained_read = true;
             cx.error_spanned_by(
                 name,
@@ -340,7 +463,7 @@ fn check_backward_params(
     // A #[retain] naming a non-input, an input or an output twice, or an output out of range
     // was reported there; backward cannot match it.
     let misnamed = retained.iter().enumerate().any(|(i, r)| {
-        !forward.inputs.contains(&&r.ident) || retained[..i].iter().any(|e| e.ident == r.ident)
+        !forward.inputs.contains(&r.ident) || retained[..i].iter().any(|e| e.ident == r.ident)
     });
     let outputs: Vec<Option<usize>> = forward
         .retain

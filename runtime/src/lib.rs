@@ -54,9 +54,9 @@ pub use device::{Device, ParseDeviceError};
 pub use dtype::{DType, Element, FloatElement, NumElement};
 pub use elementwise_kernel::{ElementwiseKernel, KernelArg, KernelCall, array_kernels};
 pub use error::{Error, Result};
-pub use functions::ElementwiseOp;
+pub use functions::{ElementwiseOp, Fused, FusedFn, FusedOutputs, fuse};
 pub use graph::{
-    BackwardContext, BackwardOptions, ForwardContext, Function, FunctionNode, GradOptions,
+    BackwardContext, BackwardOptions, Formula, ForwardContext, Function, FunctionNode, GradOptions,
     GradOutputs, InputMeta, Variable, apply, grad,
 };
 pub use kusari_kernels as kernels;

@@ -2,7 +2,8 @@
 //! change with the macro.
 
 use crate::error::{Error, Result};
-use crate::graph::{BackwardContext, Variable};
+use crate::functions::ElementwiseOp;
+use crate::graph::{BackwardContext, ForwardContext, Variable};
 use crate::{Array, Scalar};
 
 /// The inputs as `N` references, or an error naming the function when the count differs (when
@@ -103,4 +104,28 @@ impl KernelScalar for usize {
     fn to_kernel_scalar(&self) -> Scalar {
         i64::try_from(*self).map_or(Scalar::F64(*self as f64), Scalar::I64)
     }
+}
+
+/// The forward of an op declared by `#[function_node(kernel(..))]`: its body, by the op's
+/// [`ElementwiseOp`]; with `derived_retain`, keeping what the derived backward reads.
+pub fn body_forward(
+    op: &ElementwiseOp,
+    ctx: &mut ForwardContext,
+    inputs: &[Array],
+    params: &[Scalar],
+    derived_retain: bool,
+) -> Result<Vec<Array>> {
+    op.node_forward(ctx, inputs, params, derived_retain)
+}
+
+/// The backward of an op declared by `#[function_node(kernel(..))]` without a `backward`:
+/// the one derived from its body.
+pub fn body_backward(
+    op: &ElementwiseOp,
+    ctx: &BackwardContext<'_>,
+    targets: &[usize],
+    grads: &[Option<Variable>],
+    params: &[Scalar],
+) -> Result<Vec<Option<Variable>>> {
+    op.node_backward(ctx, targets, grads, params)
 }

@@ -61,6 +61,21 @@
 //! | `duplicate-helper-attributes`  | two `#[retain(..)]`, two `#[forward_gpu(..)]`         |
 //! | `duplicate-link-keys`          | `#[kusari(crate = ..)]` twice, `skip` twice           |
 //!
+//! Ops declared by `#[function_node(kernel(..))]` (the body is the op) and `formula = ".."`,
+//! refused at compile time at the string at fault (`tests/host/body_ops.rs` has the accepted
+//! forms):
+//!
+//! | file                        | what is tried                                             |
+//! |-----------------------------|-----------------------------------------------------------|
+//! | `body-op-loop`              | a loop in the body: not in the expression language        |
+//! | `body-op-pointer`           | a pointer (`*(&x)`) in the body                           |
+//! | `body-op-two-placeholders`  | `T x, U y`: the gradients would have no single type       |
+//! | `body-op-preamble`          | `preamble` and `dtypes`, which an op that is its body has no use for |
+//! | `body-op-with-forward`      | a `forward` method beside `kernel(..)`                    |
+//! | `body-op-missing-body`      | `kernel(..)` without `body`                               |
+//! | `formula-not-expression`    | `formula = "x[0] * 2"`: indexing                          |
+//! | `retain-on-backward`        | `#[retain]` on `backward` of an op that has a `forward`   |
+//!
 //! Regenerate the `.stderr` files after a deliberate change of a message with
 //! `TRYBUILD=overwrite cargo test -p kusari-tests --test ui`, then read every diff (one group
 //! alone: `cargo test -p kusari-tests --test ui -- ui trybuild=duplicate-`).

@@ -218,6 +218,39 @@ impl fmt::Display for Expr {
 }
 
 impl Expr {
+    /// The expression with every name replaced by what `f` gives for it (an input by the
+    /// expression that computes it, a parameter by its value).
+    ///
+    /// ```
+    /// use kusari_kernels::expr::Expr;
+    /// let e = Expr::Call(kusari_kernels::expr::Func::Exp, vec![Expr::Var("x".into())]);
+    /// let e = e.map_vars(&mut |n| Expr::Var(format!("a_{n}")));
+    /// assert_eq!(e.to_c(None), "exp(a_x)");
+    /// ```
+    pub fn map_vars(&self, f: &mut impl FnMut(&str) -> Expr) -> Expr {
+        self.rewrite(f, &|t| t.clone())
+    }
+
+    /// [`map_vars`](Self::map_vars), with the type of every cast replaced by what `ty` gives.
+    pub fn rewrite(&self, f: &mut dyn FnMut(&str) -> Expr, ty: &dyn Fn(&CType) -> CType) -> Expr {
+        let mut b = |e: &Expr| Box::new(e.rewrite(&mut *f, ty));
+        match self {
+            Expr::Lit(v) => Expr::Lit(*v),
+            Expr::Var(n) => f(n),
+            Expr::Unary(op, e) => Expr::Unary(*op, b(e)),
+            Expr::Binary(op, x, y) => {
+                let x = b(x);
+                Expr::Binary(*op, x, b(y))
+            }
+            Expr::Select(c, x, y) => {
+                let (c, x) = (b(c), b(x));
+                Expr::Select(c, x, b(y))
+            }
+            Expr::Call(func, args) => Expr::Call(*func, args.iter().map(|a| *b(a)).collect()),
+            Expr::Cast(t, e) => Expr::Cast(ty(t), b(e)),
+        }
+    }
+
     /// The expression as C; `literal_type`, when given, wraps every literal that is not a whole
     /// number, and every literal argument of a function, in a functional cast (`T(0.5)`), so
     /// that a `float` computation stays in `float` and overloads resolve.

@@ -100,11 +100,12 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
         let span = i..i + ch.len_utf8();
         let what = match ch {
             '"' | '\'' => "a string or character literal",
-            '[' | ']' => "indexing (`[`): a pointer or an array cannot be differentiated",
+            '[' | ']' => "indexing (`[`) of a pointer or an array",
             '{' | '}' => "a block (`{`): write the body as a list of assignments",
             '#' => "a preprocessor directive",
             '%' => "the remainder `%` (use `fmod`, which is not differentiable either)",
-            '&' | '|' | '^' => "a bitwise operator",
+            '&' => "`&` (an address, or a bitwise and)",
+            '|' | '^' => "a bitwise operator",
             '.' => "a member access (`.`)",
             _ => "this character",
         };

@@ -16,14 +16,16 @@
 //! One concept a file: `lex` (the tokens), `ast` (the tree, and its C), `parse` (tokens into
 //! the tree, names resolved against the signature's [`Scope`]), `eval` (the tree in `f64`),
 //! `graph` (the tree as a graph of shared values, with the algebra that keeps derivatives
-//! small), `derive` (reverse-mode differentiation into a new body) and `program` (the body as
-//! straight-line instructions, for a host executor).
+//! small), `derive` (reverse-mode differentiation into a new body), `program` (the body as
+//! straight-line instructions, for a host executor) and `op` (a signature and a body checked
+//! together as an op, and its backward as a second op).
 
 mod ast;
 mod derive;
 mod eval;
 mod graph;
 mod lex;
+mod op;
 mod parse;
 mod program;
 
@@ -33,7 +35,8 @@ use std::ops::Range;
 pub use ast::{BinaryOp, Body, CType, Expr, Func, Stmt, TypeKind, UnaryOp};
 pub use derive::{Derivative, derive};
 pub use eval::{call, erf};
-pub use parse::{Scope, parse_body};
+pub use op::{ArgSource, OpBackward, OpBody, OpError};
+pub use parse::{Scope, free_names, parse_body};
 pub use program::{Instr, Program, binary};
 
 /// A body outside the expression language, or a name it cannot resolve: what, and where.

@@ -147,6 +147,36 @@ pub fn parse_body(src: &str, scope: &Scope) -> Result<Body, ExprError> {
     Ok(Body { stmts })
 }
 
+/// The names an expression reads that are not math functions, C type words or the
+/// placeholder `T`, in order of first use: what a formula reads from its op (the inputs and the
+/// scalar fields).
+///
+/// ```
+/// use kusari_kernels::expr::free_names;
+/// assert_eq!(free_names("fmax(x, 0) * slope + (T)x").unwrap(), ["x", "slope"]);
+/// ```
+pub fn free_names(src: &str) -> Result<Vec<String>, ExprError> {
+    let toks = lex(src)?;
+    let mut out: Vec<String> = Vec::new();
+    for (k, t) in toks.iter().enumerate() {
+        let Tok::Ident(w) = &t.tok else { continue };
+        let called = matches!(
+            toks.get(k + 1),
+            Some(Token {
+                tok: Tok::Punct("("),
+                ..
+            })
+        );
+        if called && Func::from_name(w).is_some() || TYPE_WORDS.contains(&w.as_str()) || w == "T" {
+            continue;
+        }
+        if !out.contains(w) {
+            out.push(w.clone());
+        }
+    }
+    Ok(out)
+}
+
 impl Parser<'_> {
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.at).map(|t| &t.tok)

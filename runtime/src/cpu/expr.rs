@@ -46,6 +46,15 @@ pub(crate) trait ExprFloat: Element + Copy + Send + Sync + Default + PartialEq {
     fn lt(self, b: Self) -> bool;
     fn le(self, b: Self) -> bool;
     fn trunc(self) -> Self;
+    /// `fmax`, `fmin`, `fabs`, `copysign`, `floor`, `ceil`, `round`: what the standard library
+    /// computes for [`call`](Self::call), inlined so that a block's loop vectorizes.
+    fn max(self, b: Self) -> Self;
+    fn min(self, b: Self) -> Self;
+    fn abs(self) -> Self;
+    fn copysign(self, b: Self) -> Self;
+    fn floor(self) -> Self;
+    fn ceil(self) -> Self;
+    fn round(self) -> Self;
 }
 
 macro_rules! expr_float {
@@ -80,6 +89,27 @@ macro_rules! expr_float {
             }
             fn trunc(self) -> Self {
                 <$t>::trunc(self)
+            }
+            fn max(self, b: Self) -> Self {
+                <$t>::max(self, b)
+            }
+            fn min(self, b: Self) -> Self {
+                <$t>::min(self, b)
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn copysign(self, b: Self) -> Self {
+                <$t>::copysign(self, b)
+            }
+            fn floor(self) -> Self {
+                <$t>::floor(self)
+            }
+            fn ceil(self) -> Self {
+                <$t>::ceil(self)
+            }
+            fn round(self) -> Self {
+                <$t>::round(self)
             }
         }
     };
@@ -175,17 +205,20 @@ pub(crate) fn run<T: ExprFloat>(
         let start = chunk * CHUNK;
         let end = (start + CHUNK).min(n);
         let mut regs: Vec<[T; LANES]> = vec![[T::default(); LANES]; program.instrs.len()];
+        let mut ext: Vec<Option<&[T]>> = vec![None; program.instrs.len()];
         wide(|| {
             let mut s = start;
             while s < end {
                 let e = (s + LANES).min(end);
-                block(program, inputs, params, s, e, &mut regs);
+                block(program, inputs, params, s, e, &mut regs, &mut ext);
                 for (out, &r) in shared.iter().zip(&program.outputs) {
-                    for (k, v) in regs[r][..e - s].iter().enumerate() {
-                        // SAFETY: `s + k < n`, the buffer's capacity, and this task alone
-                        // writes the range [start, end).
-                        unsafe { (*out.0.add(s + k)).write(*v) };
-                    }
+                    let src = ext[r].unwrap_or(&regs[r][..e - s]);
+                    // SAFETY: `s + (e - s) <= n`, the buffer's capacity; this task alone
+                    // writes the range [start, end); `src` holds `e - s` elements and is not
+                    // the buffer.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(src.as_ptr(), out.0.add(s).cast(), e - s)
+                    };
                 }
                 s = e;
             }
@@ -206,25 +239,68 @@ pub(crate) fn run<T: ExprFloat>(
     Ok(outputs)
 }
 
-/// Computes the elements `[s, e)` (at most [`LANES`]) into `regs`.
-fn block<T: ExprFloat>(
+/// `f` over a block by the standard library: the functions that are a few instructions
+/// (`fmax`, `fabs`, `floor`, ...) in loops of their own, which vectorize; the others element
+/// by element.
+#[inline(always)]
+fn call_block<T: ExprFloat>(f: Func, a: &[T], b: &[T], dst: &mut [T]) {
+    let unary = |dst: &mut [T], g: fn(T) -> T| {
+        dst.iter_mut().zip(a).for_each(|(d, &x)| *d = g(x));
+    };
+    let binary = |dst: &mut [T], g: fn(T, T) -> T| {
+        dst.iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(d, (&x, &y))| *d = g(x, y));
+    };
+    match f {
+        Func::Fmax => binary(dst, T::max),
+        Func::Fmin => binary(dst, T::min),
+        Func::Copysign => binary(dst, T::copysign),
+        Func::Fabs => unary(dst, T::abs),
+        Func::Floor => unary(dst, T::floor),
+        Func::Ceil => unary(dst, T::ceil),
+        Func::Round => unary(dst, T::round),
+        Func::Trunc => unary(dst, T::trunc),
+        _ => dst
+            .iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(d, (&x, &y))| *d = T::call(f, x, y)),
+    }
+}
+
+/// Computes the elements `[s, e)` (at most [`LANES`]) into `regs`. Inlined into the task's
+/// loop, which [`wide`] compiles for AVX2 where the CPU has it: a call of its own would be
+/// compiled for the baseline's SSE2.
+#[inline(always)]
+fn block<'a, T: ExprFloat>(
     program: &Program,
-    inputs: &[Operand<'_, T>],
+    inputs: &[Operand<'a, T>],
     params: &[T],
     s: usize,
     e: usize,
     regs: &mut [[T; LANES]],
+    ext: &mut [Option<&'a [T]>],
 ) {
     let m = e - s;
     let one = T::from_f64(1.0);
     let zero = T::from_f64(0.0);
     let truth = |b: bool| if b { one } else { zero };
     for (r, instr) in program.instrs.iter().enumerate() {
+        // An input laid out as the output is read where it lies, not copied into a register.
+        if let Instr::Input(k) = *instr
+            && let Operand::Slice(x) = inputs[k]
+        {
+            ext[r] = Some(&x[s..e]);
+            continue;
+        }
+        ext[r] = None;
         let (before, after) = regs.split_at_mut(r);
         let dst = &mut after[0][..m];
+        let ext: &[Option<&[T]>] = ext;
+        let reg = |k: usize| -> &[T] { ext[k].unwrap_or(&before[k][..m]) };
         match *instr {
             Instr::Input(k) => match inputs[k] {
-                Operand::Slice(x) => dst.copy_from_slice(&x[s..e]),
+                Operand::Slice(_) => unreachable!("read in place above"),
                 Operand::Scalar(v) => dst.fill(v),
                 Operand::Cycle(c) => {
                     let mut at = s % c.len();
@@ -240,7 +316,7 @@ fn block<T: ExprFloat>(
             Instr::Param(k) => dst.fill(params[k]),
             Instr::Lit(v) => dst.fill(T::from_f64(v)),
             Instr::Unary(op, a) => {
-                let a = &before[a][..m];
+                let a = reg(a);
                 match op {
                     UnaryOp::Neg => dst.iter_mut().zip(a).for_each(|(d, &x)| *d = x.neg()),
                     UnaryOp::Not => dst
@@ -250,7 +326,7 @@ fn block<T: ExprFloat>(
                 }
             }
             Instr::Binary(op, a, b) => {
-                let (a, b) = (&before[a][..m], &before[b][..m]);
+                let (a, b) = (reg(a), reg(b));
                 let pairs = dst.iter_mut().zip(a.iter().zip(b));
                 match op {
                     BinaryOp::Add => pairs.for_each(|(d, (&x, &y))| *d = x.add(y)),
@@ -272,30 +348,25 @@ fn block<T: ExprFloat>(
                 }
             }
             Instr::Select(c, a, b) => {
-                let (c, a, b) = (&before[c][..m], &before[a][..m], &before[b][..m]);
-                for k in 0..m {
-                    dst[k] = if c[k] != zero { a[k] } else { b[k] };
-                }
+                let (c, a, b) = (reg(c), reg(a), reg(b));
+                dst.iter_mut()
+                    .zip(c.iter().zip(a.iter().zip(b)))
+                    .for_each(|(d, (&c, (&x, &y)))| *d = if c != zero { x } else { y });
             }
             Instr::Call(f, [a, b]) => match vectorized(f) {
                 Some(math) => {
                     // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the math loops write an
                     // initialised value to every element of `dst`, never an uninitialised one.
                     let out = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
-                    T::math(math, &before[a][..m], out);
+                    T::math(math, reg(a), out);
                 }
-                None => {
-                    let (a, b) = (&before[a][..m], &before[b][..m]);
-                    for k in 0..m {
-                        dst[k] = T::call(f, a[k], b[k]);
-                    }
-                }
+                None => call_block(f, reg(a), reg(b), dst),
             },
             Instr::Cast(TypeKind::Integer, a) => dst
                 .iter_mut()
-                .zip(&before[a][..m])
+                .zip(reg(a))
                 .for_each(|(d, &x)| *d = x.trunc()),
-            Instr::Cast(TypeKind::Float, a) => dst.copy_from_slice(&before[a][..m]),
+            Instr::Cast(TypeKind::Float, a) => dst.copy_from_slice(reg(a)),
         }
     }
 }

@@ -199,7 +199,7 @@ fn sign(x: &Array) -> Result<Array> {
 /// `|x|` (the node of [`absolute`]).
 pub struct Absolute;
 
-#[function_node(crate = "crate", name = "absolute_node")]
+#[function_node(crate = "crate", name = "absolute_node", formula = "fabs(x)")]
 impl Absolute {
     #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -233,7 +233,11 @@ struct Clip {
     x_max: f64,
 }
 
-#[function_node(crate = "crate", name = "clip_node")]
+#[function_node(
+    crate = "crate",
+    name = "clip_node",
+    formula = "x < x_min ? x_min : (x > x_max ? x_max : x)"
+)]
 impl Clip {
     fn new(x_min: f64, x_max: f64) -> Self {
         Clip { x_min, x_max }

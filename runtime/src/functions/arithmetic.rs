@@ -8,7 +8,7 @@ use crate::{Array, InputMeta, Variable, function_node};
 /// `a + b`, broadcasting.
 pub struct Add;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "a + b")]
 impl Add {
     #[retain(meta(a, b))]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
@@ -28,7 +28,7 @@ impl Add {
 /// `a - b`, broadcasting.
 pub struct Sub;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "a - b")]
 impl Sub {
     #[retain(meta(a, b))]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
@@ -48,7 +48,7 @@ impl Sub {
 /// `a * b`, broadcasting.
 pub struct Mul;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "a * b")]
 impl Mul {
     #[retain(a, b)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
@@ -72,7 +72,7 @@ impl Mul {
 /// `a / b`, broadcasting.
 pub struct Div;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "a / b")]
 impl Div {
     #[retain(a, b)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
@@ -98,7 +98,7 @@ impl Div {
 /// `-x`.
 pub struct Neg;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "-x")]
 impl Neg {
     fn forward(&self, x: &Array) -> Result<Array> {
         x.neg()
@@ -114,7 +114,7 @@ pub struct AddConstant {
     c: f64,
 }
 
-#[function_node(crate = "crate", name = "add_scalar")]
+#[function_node(crate = "crate", name = "add_scalar", formula = "x + c")]
 impl AddConstant {
     fn new(c: f64) -> Self {
         AddConstant { c }
@@ -134,7 +134,7 @@ pub struct MulConstant {
     c: f64,
 }
 
-#[function_node(crate = "crate", name = "mul_scalar")]
+#[function_node(crate = "crate", name = "mul_scalar", formula = "x * c")]
 impl MulConstant {
     fn new(c: f64) -> Self {
         MulConstant { c }
@@ -154,7 +154,7 @@ pub struct SubFromConstant {
     c: f64,
 }
 
-#[function_node(crate = "crate", name = "rsub_scalar")]
+#[function_node(crate = "crate", name = "rsub_scalar", formula = "c - x")]
 impl SubFromConstant {
     fn new(c: f64) -> Self {
         SubFromConstant { c }
@@ -174,7 +174,7 @@ pub struct DivFromConstant {
     c: f64,
 }
 
-#[function_node(crate = "crate", name = "rdiv_scalar")]
+#[function_node(crate = "crate", name = "rdiv_scalar", formula = "c / x")]
 impl DivFromConstant {
     fn new(c: f64) -> Self {
         DivFromConstant { c }
@@ -196,7 +196,7 @@ pub struct PowConstant {
     c: f64,
 }
 
-#[function_node(crate = "crate", name = "pow_scalar")]
+#[function_node(crate = "crate", name = "pow_scalar", formula = "pow(x, c)")]
 impl PowConstant {
     fn new(c: f64) -> Self {
         PowConstant { c }
@@ -226,7 +226,7 @@ pub fn div_scalar(x: &Variable, c: f64) -> Result<Variable> {
 /// `max(a, b)` elementwise, broadcasting.
 pub struct Maximum;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "a >= b ? a : b")]
 impl Maximum {
     #[retain(a, b)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {

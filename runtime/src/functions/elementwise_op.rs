@@ -3,12 +3,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use kusari_kernels::expr::{Program, Scope, derive, parse_body};
-use kusari_kernels::{ElementwiseSignature, ParamType};
+use kusari_kernels::expr::{ArgSource, OpBody};
 
 use crate::elementwise_kernel::ElementwiseKernel;
 use crate::error::{Error, Result};
-use crate::graph::{BackwardContext, ForwardContext, FunctionNode, Variable, apply};
+use crate::graph::{BackwardContext, Formula, ForwardContext, FunctionNode, Variable, apply};
 use crate::layout::broadcast_shapes;
 use crate::storage::Storage;
 use crate::{Array, Device, Scalar};
@@ -31,7 +30,8 @@ use crate::{Array, Device, Scalar};
 /// The inputs and outputs share one type placeholder (`T`); parameters are that placeholder or
 /// concrete types, and pass no gradient. Inputs broadcast, as NumPy's do; the gradient of a
 /// broadcast input is summed back to its shape. Where a function is not differentiable at a
-/// point, the derivative follows Chainer's convention ([`derive`](fn@derive)).
+/// point, the derivative follows Chainer's convention
+/// ([`kusari_kernels::expr::derive`](fn@kusari_kernels::expr::derive)).
 ///
 /// ```
 /// use kusari::prelude::*;
@@ -56,31 +56,27 @@ use crate::{Array, Device, Scalar};
 /// ```
 pub struct ElementwiseOp {
     kernel: ElementwiseKernel,
+    parsed: OnceLock<std::result::Result<Arc<Parsed>, String>>,
     derived: OnceLock<std::result::Result<Arc<Derived>, String>>,
 }
 
-/// What the body gives, made once on first use.
-struct Derived {
+/// The checked body, made once on first use.
+struct Parsed {
     name: &'static str,
     kernel: ElementwiseKernel,
-    program: Program,
-    n_inputs: usize,
-    n_params: usize,
+    op: OpBody,
+}
+
+/// The derived backward, made once on first use.
+struct Derived {
     /// The inputs and outputs backward reads, by index.
     retain_inputs: Vec<usize>,
     retain_outputs: Vec<usize>,
     /// Where each input of the backward op comes from.
-    backward_args: Vec<Source>,
+    backward_args: Vec<ArgSource>,
     /// The forward parameter each parameter of the backward op is.
     backward_params: Vec<usize>,
     backward: Arc<ElementwiseOp>,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Source {
-    Input(usize),
-    Output(usize),
-    Grad(usize),
 }
 
 impl ElementwiseOp {
@@ -96,6 +92,7 @@ impl ElementwiseOp {
     ) -> Self {
         ElementwiseOp {
             kernel: ElementwiseKernel::new(name, inputs, outputs, params, body),
+            parsed: OnceLock::new(),
             derived: OnceLock::new(),
         }
     }
@@ -111,6 +108,7 @@ impl ElementwiseOp {
     ) -> Result<Self> {
         let op = ElementwiseOp {
             kernel: ElementwiseKernel::try_new(name, inputs, outputs, params, body)?,
+            parsed: OnceLock::new(),
             derived: OnceLock::new(),
         };
         op.check()?;
@@ -147,135 +145,66 @@ impl ElementwiseOp {
     /// assert_eq!(b.kernel().body, "grad_x = exp(x) * grad_z;\ngrad_y = exp(y) * grad_z;\n");
     /// ```
     pub fn backward_op(&self) -> Result<&ElementwiseOp> {
-        Ok(&self.derived_ref()?.backward)
+        Ok(&self.derived()?.backward)
     }
 
-    fn derived_ref(&self) -> Result<&Arc<Derived>> {
-        match self.derived.get_or_init(|| self.derive().map(Arc::new)) {
-            Ok(d) => Ok(d),
-            Err(message) => Err(Error::InvalidKernel {
-                kernel: self.name().to_string(),
-                message: message.clone(),
-            }),
+    /// What the forward keeps for the derived backward: the indexes of the inputs and of the
+    /// outputs it reads.
+    ///
+    /// ```
+    /// use kusari::ElementwiseOp;
+    /// static TANH: ElementwiseOp = ElementwiseOp::new("tanh", "T x", "T y", "", "y = tanh(x)");
+    /// // d tanh(x)/dx = 1 - y²: the output is kept, not the input.
+    /// assert_eq!(TANH.retained().unwrap(), (&[][..], &[0][..]));
+    /// ```
+    pub fn retained(&self) -> Result<(&[usize], &[usize])> {
+        let d = self.derived()?;
+        Ok((&d.retain_inputs, &d.retain_outputs))
+    }
+
+    fn invalid(&self, message: &str) -> Error {
+        Error::InvalidKernel {
+            kernel: self.name().to_string(),
+            message: message.to_string(),
         }
     }
 
-    fn derived(&self) -> Result<Arc<Derived>> {
-        self.derived_ref().cloned()
-    }
-
-    /// Parses, checks and derives.
-    fn derive(&self) -> std::result::Result<Derived, String> {
+    fn parsed(&self) -> Result<&Arc<Parsed>> {
         let def = &self.kernel;
-        let sig = ElementwiseSignature::new(def.inputs, def.outputs, def.params).map_err(|e| {
-            e.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        })?;
-        let t = match sig.inputs.first().map(|p| p.ty) {
-            Some(ParamType::Placeholder(c)) => c,
-            _ => {
-                return Err(
-                    "an ElementwiseOp's inputs and outputs share one type placeholder \
-                     (`T x, T y`), so that its gradients have their type"
-                        .to_string(),
-                );
-            }
-        };
-        if let Some(p) = sig
-            .inputs
-            .iter()
-            .chain(&sig.outputs)
-            .find(|p| p.raw || p.ty != ParamType::Placeholder(t))
-        {
-            return Err(format!(
-                "`{}` is {}: an ElementwiseOp's inputs and outputs are all `{t}` elements, \
-                 not raw",
-                p.name,
-                if p.raw { "raw" } else { "of another type" }
-            ));
-        }
-        let scope = Scope::of(&sig);
-        let body = parse_body(def.body, &scope).map_err(|e| {
-            format!(
-                "the body is not in the expression language, so its backward cannot be \
-                 derived: {}",
-                e.render(def.body)
-            )
-        })?;
-        let program = Program::lower(&body, &scope);
-        let wrt: Vec<&str> = scope.inputs.iter().map(String::as_str).collect();
-        let placeholder = t.to_string();
-        let d = derive(&body, &scope, &wrt, &placeholder).map_err(|e| e.message)?;
-        let index = |names: &[String], n: &str| names.iter().position(|m| m == n);
-        let backward_args = d
-            .scope
-            .inputs
-            .iter()
-            .map(|n| {
-                if let Some(i) = index(&scope.inputs, n) {
-                    Source::Input(i)
-                } else if let Some(j) = index(&scope.outputs, n) {
-                    Source::Output(j)
-                } else {
-                    Source::Grad(index(&d.grad_outputs, n).expect("a gradient"))
-                }
-            })
-            .collect();
-        let backward_params: Vec<usize> = d
-            .params_read
-            .iter()
-            .map(|n| index(&scope.params, n).expect("a parameter"))
-            .collect();
-        let typed = |names: &[String]| -> String {
-            names
-                .iter()
-                .map(|n| format!("{t} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let params = d
-            .params_read
-            .iter()
-            .map(|n| {
-                let p = sig
-                    .params
-                    .iter()
-                    .find(|p| &p.name == n)
-                    .expect("a parameter");
-                format!("{} {n}", p.ty)
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let i = crate::intern;
-        let backward = ElementwiseOp::new(
-            i(&format!("{}_grad", def.name)),
-            i(&typed(&d.scope.inputs)),
-            i(&typed(&d.scope.outputs)),
-            i(&params),
-            i(&d.body.to_c(Some(&placeholder))),
-        );
-        Ok(Derived {
-            name: def.name,
-            kernel: self.kernel,
-            program,
-            n_inputs: sig.inputs.len(),
-            n_params: sig.params.len(),
-            retain_inputs: d
-                .inputs_read
-                .iter()
-                .filter_map(|n| index(&scope.inputs, n))
-                .collect(),
-            retain_outputs: d
-                .outputs_read
-                .iter()
-                .filter_map(|n| index(&scope.outputs, n))
-                .collect(),
-            backward_args,
-            backward_params,
-            backward: Arc::new(backward),
-        })
+        let made = self.parsed.get_or_init(|| {
+            let op = OpBody::new(def.inputs, def.outputs, def.params, def.body)
+                .map_err(|e| e.render(def.body))?;
+            Ok(Arc::new(Parsed {
+                name: def.name,
+                kernel: self.kernel,
+                op,
+            }))
+        });
+        made.as_ref().map_err(|m| self.invalid(m))
+    }
+
+    fn derived(&self) -> Result<&Arc<Derived>> {
+        let parsed = self.parsed()?;
+        let def = &self.kernel;
+        let made = self.derived.get_or_init(|| {
+            let b = parsed.op.derive().map_err(|e| e.render(def.body))?;
+            let i = crate::intern;
+            let backward = ElementwiseOp::new(
+                i(&format!("{}_grad", def.name)),
+                i(&b.inputs_sig),
+                i(&b.outputs_sig),
+                i(&b.params_sig),
+                i(&b.body),
+            );
+            Ok(Arc::new(Derived {
+                retain_inputs: b.retain_inputs,
+                retain_outputs: b.retain_outputs,
+                backward_args: b.args,
+                backward_params: b.params,
+                backward: Arc::new(backward),
+            }))
+        });
+        made.as_ref().map_err(|m| self.invalid(m))
     }
 
     /// Applies the op to `inputs` (broadcast together, one float dtype, one device) with the
@@ -283,109 +212,151 @@ impl ElementwiseOp {
     /// signature's is an [`Error::KernelArguments`] naming the op; inputs of different dtypes
     /// an [`Error::DTypeMismatch`]; a body or signature mistake an [`Error::InvalidKernel`].
     pub fn apply(&self, inputs: &[&Variable], params: &[Scalar]) -> Result<Vec<Variable>> {
-        let d = self.derived()?;
-        if inputs.len() != d.n_inputs || params.len() != d.n_params {
-            return Err(Error::KernelArguments {
-                kernel: d.name.to_string(),
-                msg: format!(
-                    "it takes {} input(s) and {} parameter(s), but {} and {} were given",
-                    d.n_inputs,
-                    d.n_params,
-                    inputs.len(),
-                    params.len()
-                ),
-            });
-        }
-        if let Some(first) = inputs.first() {
-            for x in &inputs[1..] {
-                if x.dtype() != first.dtype() {
-                    return Err(Error::DTypeMismatch {
-                        op: "ElementwiseOp",
-                        lhs: first.dtype(),
-                        rhs: x.dtype(),
-                        lhs_shape: first.shape().to_vec(),
-                        rhs_shape: x.shape().to_vec(),
-                    });
-                }
-            }
-            if !first.dtype().is_float() {
-                return Err(Error::UnsupportedDType {
-                    op: "ElementwiseOp",
-                    dtype: first.dtype(),
-                    shape: first.shape().to_vec(),
-                    expected: "a floating-point dtype",
-                });
-            }
-        }
+        let parsed = self.parsed()?.clone();
+        let arrays: Vec<&Array> = inputs.iter().map(|v| v.array()).collect();
+        check_call(&parsed, &arrays, params)?;
+        let derived = self.derived()?.clone();
         apply(
             Node {
-                derived: d,
+                parsed,
+                derived,
                 params: params.to_vec(),
             },
             inputs,
         )
     }
-}
 
-/// One application of an [`ElementwiseOp`] in the graph.
-struct Node {
-    derived: Arc<Derived>,
-    params: Vec<Scalar>,
-}
-
-impl FunctionNode for Node {
-    fn label(&self) -> std::borrow::Cow<'static, str> {
-        self.derived.name.into()
+    /// Runs the forward on arrays, outside the graph: the kernel on CUDA, the body's program
+    /// on the host. The checks are [`apply`](Self::apply)'s.
+    pub fn forward(&self, inputs: &[&Array], params: &[Scalar]) -> Result<Vec<Array>> {
+        forward_arrays(self.parsed()?, inputs, params)
     }
 
-    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
-        let d = &self.derived;
-        ctx.retain_inputs(&d.retain_inputs);
-        ctx.retain_outputs(&d.retain_outputs);
-        match inputs.first().map_or(Device::Cpu, Array::device) {
-            Device::Cuda(_) => {
-                let refs: Vec<&Array> = inputs.iter().collect();
-                d.kernel.launch(&refs, &self.params)
-            }
-            Device::Cpu => {
-                let mut shape: Vec<usize> = Vec::new();
-                for x in inputs {
-                    shape = broadcast_shapes("ElementwiseOp", &shape, x.shape())?;
-                }
-                let parts: Vec<(&Storage, &crate::layout::Layout)> =
-                    inputs.iter().map(|x| (x.storage(), x.layout())).collect();
-                let params: Vec<f64> = self.params.iter().map(|p| p.to_f64()).collect();
-                Ok(
-                    Storage::run_expr("ElementwiseOp", &d.program, &parts, &params, &shape)?
-                        .into_iter()
-                        .map(|s| Array::from_storage(s, crate::layout::Layout::contiguous(&shape)))
-                        .collect(),
-                )
-            }
+    /// A node's forward: keeps what the derived backward reads (with `retain`), then runs.
+    pub(crate) fn node_forward(
+        &self,
+        ctx: &mut ForwardContext,
+        inputs: &[Array],
+        params: &[Scalar],
+        retain: bool,
+    ) -> Result<Vec<Array>> {
+        if retain {
+            let d = self.derived()?;
+            ctx.retain_inputs(&d.retain_inputs);
+            ctx.retain_outputs(&d.retain_outputs);
         }
+        let refs: Vec<&Array> = inputs.iter().collect();
+        forward_arrays(self.parsed()?, &refs, params)
     }
 
-    fn backward(
+    /// A node's backward by the derived op: the gradients of the `targets` inputs, each
+    /// summed back to its input's shape.
+    pub(crate) fn node_backward(
         &self,
         ctx: &BackwardContext<'_>,
         targets: &[usize],
         grads: &[Option<Variable>],
+        params: &[Scalar],
     ) -> Result<Vec<Option<Variable>>> {
-        let d = &self.derived;
+        self.derived()?.op_backward(ctx, targets, grads, params)
+    }
+}
+
+/// The checks of a call: the counts of inputs and parameters, and the inputs' dtypes.
+fn check_call(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<()> {
+    let (n_inputs, n_params) = (p.op.sig.inputs.len(), p.op.sig.params.len());
+    if inputs.len() != n_inputs || params.len() != n_params {
+        return Err(Error::KernelArguments {
+            kernel: p.name.to_string(),
+            msg: format!(
+                "it takes {} input(s) and {} parameter(s), but {} and {} were given",
+                n_inputs,
+                n_params,
+                inputs.len(),
+                params.len()
+            ),
+        });
+    }
+    let Some(first) = inputs.first() else {
+        return Ok(());
+    };
+    for x in &inputs[1..] {
+        if x.dtype() != first.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "ElementwiseOp",
+                lhs: first.dtype(),
+                rhs: x.dtype(),
+                lhs_shape: first.shape().to_vec(),
+                rhs_shape: x.shape().to_vec(),
+            });
+        }
+    }
+    if !first.dtype().is_float() {
+        return Err(Error::UnsupportedDType {
+            op: "ElementwiseOp",
+            dtype: first.dtype(),
+            shape: first.shape().to_vec(),
+            expected: "a floating-point dtype",
+        });
+    }
+    Ok(())
+}
+
+/// The forward on arrays, after the checks of [`check_call`].
+fn forward_arrays(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<Vec<Array>> {
+    check_call(p, inputs, params)?;
+    let Some(first) = inputs.first() else {
+        return Ok(Vec::new());
+    };
+    match first.device() {
+        Device::Cuda(_) => p.kernel.launch(inputs, params),
+        Device::Cpu => {
+            let mut shape: Vec<usize> = Vec::new();
+            for x in inputs {
+                shape = broadcast_shapes("ElementwiseOp", &shape, x.shape())?;
+            }
+            let parts: Vec<(&Storage, &crate::layout::Layout)> =
+                inputs.iter().map(|x| (x.storage(), x.layout())).collect();
+            let params: Vec<f64> = params.iter().map(|p| p.to_f64()).collect();
+            Ok(
+                Storage::run_expr("ElementwiseOp", &p.op.program, &parts, &params, &shape)?
+                    .into_iter()
+                    .map(|s| Array::from_storage(s, crate::layout::Layout::contiguous(&shape)))
+                    .collect(),
+            )
+        }
+    }
+}
+
+impl Derived {
+    /// The gradients of the `targets` inputs by the backward op, each summed back to its
+    /// input's shape.
+    fn op_backward(
+        &self,
+        ctx: &BackwardContext<'_>,
+        targets: &[usize],
+        grads: &[Option<Variable>],
+        params: &[Scalar],
+    ) -> Result<Vec<Option<Variable>>> {
+        let d = self;
         let args: Vec<Variable> = d
             .backward_args
             .iter()
             .map(|s| match *s {
-                Source::Input(i) => ctx.retained_input(i),
-                Source::Output(j) => ctx.retained_output(j),
-                Source::Grad(j) => match &grads[j] {
-                    Some(g) => Ok(g.clone()),
-                    None => ctx.zeros_for_output(j),
+                ArgSource::Input(i) => ctx.retained_input(i),
+                ArgSource::Output(j) => ctx.retained_output(j),
+                ArgSource::Grad(j) => match grads.get(j) {
+                    Some(Some(g)) => Ok(g.clone()),
+                    _ => ctx.zeros_for_output(j),
                 },
             })
             .collect::<Result<_>>()?;
         let refs: Vec<&Variable> = args.iter().collect();
-        let params: Vec<Scalar> = d.backward_params.iter().map(|&k| self.params[k]).collect();
+        let params: Vec<Scalar> = d
+            .backward_params
+            .iter()
+            .map(|&k| params.get(k).copied().unwrap_or(Scalar::F64(0.0)))
+            .collect();
         let gxs = d.backward.apply(&refs, &params)?;
         gxs.into_iter()
             .enumerate()
@@ -401,6 +372,42 @@ impl FunctionNode for Node {
                 }))
             })
             .collect()
+    }
+}
+
+/// One application of an [`ElementwiseOp`] in the graph.
+struct Node {
+    parsed: Arc<Parsed>,
+    derived: Arc<Derived>,
+    params: Vec<Scalar>,
+}
+
+impl FunctionNode for Node {
+    fn label(&self) -> std::borrow::Cow<'static, str> {
+        self.parsed.name.into()
+    }
+
+    fn formula(&self) -> Option<Formula> {
+        Some(Formula {
+            kernel: self.parsed.kernel,
+            params: self.params.clone(),
+        })
+    }
+
+    fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        ctx.retain_inputs(&self.derived.retain_inputs);
+        ctx.retain_outputs(&self.derived.retain_outputs);
+        let refs: Vec<&Array> = inputs.iter().collect();
+        forward_arrays(&self.parsed, &refs, &self.params)
+    }
+
+    fn backward(
+        &self,
+        ctx: &BackwardContext<'_>,
+        targets: &[usize],
+        grads: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        self.derived.op_backward(ctx, targets, grads, &self.params)
     }
 }
 

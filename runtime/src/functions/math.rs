@@ -10,7 +10,7 @@ use super::{add, add_scalar, div, mul, mul_scalar, needed, neg, rsub_scalar, sum
 /// `e ** x`.
 pub struct Exp;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "exp(x)")]
 impl Exp {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -25,7 +25,7 @@ impl Exp {
 /// Natural logarithm.
 pub struct Log;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "log(x)")]
 impl Log {
     #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -40,7 +40,7 @@ impl Log {
 /// `e ** x - 1`, accurate near 0.
 pub struct ExpM1;
 
-#[function_node(crate = "crate", name = "expm1")]
+#[function_node(crate = "crate", name = "expm1", formula = "expm1(x)")]
 impl ExpM1 {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -56,7 +56,7 @@ impl ExpM1 {
 /// `ln(1 + x)`, accurate near 0.
 pub struct Log1p;
 
-#[function_node(crate = "crate", name = "log1p")]
+#[function_node(crate = "crate", name = "log1p", formula = "log1p(x)")]
 impl Log1p {
     #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -71,7 +71,7 @@ impl Log1p {
 /// The error function.
 pub struct Erf;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "erf(x)")]
 impl Erf {
     #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -88,7 +88,7 @@ impl Erf {
 /// Square root.
 pub struct Sqrt;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "sqrt(x)")]
 impl Sqrt {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -103,7 +103,7 @@ impl Sqrt {
 /// Hyperbolic tangent.
 pub struct Tanh;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "tanh(x)")]
 impl Tanh {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -119,7 +119,7 @@ impl Tanh {
 /// (as Chainer's `TanhGrad`).
 struct TanhGrad;
 
-#[function_node(crate = "crate", name = "tanh_grad")]
+#[function_node(crate = "crate", name = "tanh_grad", formula = "gy * (1 - y * y)")]
 impl TanhGrad {
     #[retain(y, gy)]
     fn forward(&self, y: &Array, gy: &Array) -> Result<Array> {
@@ -144,7 +144,7 @@ impl TanhGrad {
 /// Logistic sigmoid.
 pub struct Sigmoid;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "0.5 * tanh(0.5 * x) + 0.5")]
 impl Sigmoid {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -160,7 +160,7 @@ impl Sigmoid {
 /// again (as Chainer's `SigmoidGrad`).
 struct SigmoidGrad;
 
-#[function_node(crate = "crate", name = "sigmoid_grad")]
+#[function_node(crate = "crate", name = "sigmoid_grad", formula = "gy * y * (1 - y)")]
 impl SigmoidGrad {
     #[retain(y, gy)]
     fn forward(&self, y: &Array, gy: &Array) -> Result<Array> {
@@ -187,7 +187,7 @@ impl SigmoidGrad {
 /// `max(x, 0)`.
 pub struct Relu;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "fmax(x, 0)")]
 impl Relu {
     #[retain(output = 0)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -204,7 +204,7 @@ impl Relu {
 /// is defined, so none is returned.
 struct ReluGrad;
 
-#[function_node(crate = "crate", name = "relu_grad")]
+#[function_node(crate = "crate", name = "relu_grad", formula = "y > 0 ? gy : 0")]
 impl ReluGrad {
     #[retain(y)]
     fn forward(&self, y: &Array, gy: &Array) -> Result<Array> {
@@ -233,7 +233,7 @@ impl ReluGrad {
 /// ```
 pub struct Sin;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "sin(x)")]
 impl Sin {
     #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -257,7 +257,7 @@ impl Sin {
 /// ```
 pub struct Cos;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "cos(x)")]
 impl Cos {
     #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
@@ -272,7 +272,7 @@ impl Cos {
 /// `a ** b` elementwise, broadcasting (floating point).
 pub struct Pow;
 
-#[function_node(crate = "crate")]
+#[function_node(crate = "crate", formula = "pow(a, b)")]
 impl Pow {
     #[retain(a, b, output = 0)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {

@@ -16,6 +16,7 @@ mod array_ops;
 mod conv;
 mod dropout;
 mod elementwise_op;
+mod fuse;
 mod indexing;
 mod layer_normalization;
 mod linear;
@@ -42,6 +43,7 @@ pub use conv::{
 };
 pub use dropout::dropout;
 pub use elementwise_op::ElementwiseOp;
+pub use fuse::{Fused, FusedFn, FusedOutputs, fuse};
 pub use indexing::{concat, embed_id, get_item, pad, split_axis, stack};
 pub use layer_normalization::layer_normalization;
 pub use linear::{linear, matmul};

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use ndarray::Dimension;
 
 use super::host_fallback::forward_on_host;
+pub use super::node::Formula;
 use super::node::{FuncNode, InputSlot, OutputSlot, RecordedFunction, VarNode, Variable};
 use crate::config;
 use crate::error::{Error, Result};
@@ -107,6 +108,17 @@ pub trait FunctionNode: Send + Sync + 'static {
         target_input_indexes: &[usize],
         grad_outputs: &[Option<Variable>],
     ) -> Result<Vec<Option<Variable>>>;
+
+    /// The function as one elementwise formula over its inputs, for [`crate::fuse`]: a body in
+    /// the expression language whose inputs are the function's inputs and whose outputs are
+    /// its outputs, in order, with the values of its parameters. `None` (the default): the
+    /// function is not elementwise, and a fused closure that calls it is refused at trace
+    /// time with an error naming it. The built-in elementwise functions, every
+    /// [`ElementwiseOp`](crate::ElementwiseOp) and every `#[function_node(kernel(..))]` op
+    /// have one; `#[function_node(formula = "..")]` declares one.
+    fn formula(&self) -> Option<Formula> {
+        None
+    }
 
     /// Applies the function to `inputs` (see [`apply`]).
     fn apply(self, inputs: &[&Variable]) -> Result<Vec<Variable>>
@@ -351,6 +363,10 @@ impl BackwardContext<'_> {
 impl<F: FunctionNode> RecordedFunction for F {
     fn recorded_label(&self) -> Cow<'static, str> {
         self.label()
+    }
+
+    fn recorded_formula(&self) -> Option<Formula> {
+        self.formula()
     }
 
     fn recorded_backward(

@@ -21,5 +21,6 @@ mod variable;
 
 pub use backward::{BackwardOptions, GradOptions, GradOutputs, grad};
 pub use function::Function;
-pub use function_node::{BackwardContext, ForwardContext, FunctionNode, InputMeta, apply};
+pub use function_node::{BackwardContext, Formula, ForwardContext, FunctionNode, InputMeta, apply};
+pub(crate) use node::GraphNode;
 pub use node::Variable;

@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use ndarray::{Dimension, IxDyn};
 
+use crate::elementwise_kernel::ElementwiseKernel;
 use crate::error::Result;
 use crate::layout::first_difference;
 use crate::sync::lock;
-use crate::{Array, DType, Device};
+use crate::{Array, DType, Device, Scalar};
 
 /// A variable's node in the graph: what backward needs, without the data (so intermediate arrays
 /// are freed as soon as no variable and no retaining function holds them).
@@ -161,6 +162,9 @@ pub(crate) trait RecordedFunction: Send + Sync {
     /// The function's label ([`FunctionNode::label`](crate::FunctionNode::label)).
     fn recorded_label(&self) -> Cow<'static, str>;
 
+    /// The function's formula ([`FunctionNode::formula`](crate::FunctionNode::formula)(crate::FunctionNode::formula)).
+    fn recorded_formula(&self) -> Option<Formula>;
+
     /// The function's backward, run for `func`, the node that recorded it.
     fn recorded_backward(
         &self,
@@ -219,5 +223,69 @@ impl Drop for FuncNode {
                 release(std::mem::take(&mut f.inputs), &mut pending);
             }
         }
+    }
+}
+
+/// A function's computation as one elementwise body ([`FunctionNode::formula`](crate::FunctionNode::formula)): the kernel
+/// whose inputs and outputs are the function's, and the values of its parameters.
+#[derive(Clone, Debug)]
+pub struct Formula {
+    /// The signature and the body (its name is used in messages; `preamble` and the other
+    /// parts around the loop are not read).
+    pub kernel: ElementwiseKernel,
+    /// The value of each of the kernel's parameters, in order.
+    pub params: Vec<Scalar>,
+}
+
+/// A variable's node seen from outside the graph module, for [`crate::fuse`], which reads back
+/// what a traced closure recorded.
+pub(crate) struct GraphNode(Arc<VarNode>);
+
+/// The function that made a [`GraphNode`]'s variable.
+pub(crate) struct Creator {
+    pub(crate) label: Cow<'static, str>,
+    /// Its inputs' nodes, in order.
+    pub(crate) inputs: Vec<GraphNode>,
+    /// Which of its outputs the variable is.
+    pub(crate) index: usize,
+    pub(crate) formula: Option<Formula>,
+}
+
+impl GraphNode {
+    /// The node's identity.
+    pub(crate) fn key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// The function that made the variable; `None` for a leaf.
+    pub(crate) fn creator(&self) -> Option<Creator> {
+        let func = self.0.creator()?;
+        let me = Arc::as_ptr(&self.0);
+        let index = func
+            .outputs
+            .iter()
+            .position(|o| std::ptr::eq(lock(&o.node).as_ptr(), me))?;
+        Some(Creator {
+            label: func.label(),
+            inputs: func
+                .inputs
+                .iter()
+                .map(|s| GraphNode(s.node.clone()))
+                .collect(),
+            index,
+            formula: func.function.recorded_formula(),
+        })
+    }
+}
+
+impl Variable {
+    /// The variable's node ([`GraphNode`]).
+    pub(crate) fn graph_node(&self) -> GraphNode {
+        GraphNode(self.node.clone())
+    }
+
+    /// The identity of the variable's node.
+    pub(crate) fn node_key(&self) -> usize {
+        Arc::as_ptr(&self.node) as usize
     }
 }

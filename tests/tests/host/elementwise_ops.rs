@@ -10,7 +10,7 @@ use kusari::prelude::*;
 use kusari::testing::OpTest;
 use kusari::{ElementwiseOp, Error, Scalar};
 
-fn uniforms(
+pub(super) fn uniforms(
     shapes: &'static [&'static [usize]],
     lo: f64,
     hi: f64,
@@ -24,7 +24,7 @@ fn uniforms(
 }
 
 /// Each element of `a` and `b` broadcast together, through `f`.
-fn zip(
+pub(super) fn zip(
     a: &ndarray::ArrayD<f64>,
     b: &ndarray::ArrayD<f64>,
     f: impl Fn(f64, f64) -> f64,
@@ -206,7 +206,7 @@ fn mistakes_are_errors_naming_the_op_and_the_construct() {
     );
     static MIXED: ElementwiseOp = ElementwiseOp::new("mixed", "T x, U y", "T z", "", "z = x * y");
     let e = MIXED.check().unwrap_err().to_string();
-    assert!(e.contains("`y` is of another type"), "{e}");
+    assert!(e.contains("`U y` is not of type `T`"), "{e}");
     static CONCRETE: ElementwiseOp =
         ElementwiseOp::new("concrete", "float32 x", "float32 y", "", "y = x");
     assert!(
@@ -214,7 +214,7 @@ fn mistakes_are_errors_naming_the_op_and_the_construct() {
             .check()
             .unwrap_err()
             .to_string()
-            .contains("share one type placeholder")
+            .contains("of one type placeholder")
     );
     // Counts, dtypes.
     let e = SWISH.apply(&[&x], &[]).unwrap_err().to_string();

@@ -10,6 +10,8 @@
 //! | `api` | the forms a Chainer or PyTorch user writes first |
 //! | `errors` | every user mistake is an `Err` naming the op, the input, the shapes and the dtypes |
 //! | `gradient_check` | finite differences and the gradient checkers |
+//! | `body_ops` | ops declared by `#[function_node(kernel(..))]`: the body is the op (`op_tests!`) |
+//! | `fuse` | `kusari::fuse`: closures traced into one op, against the unfused closure |
 //! | `elementwise_ops` | `ElementwiseOp`: ops written as a body, their backward derived (`op_tests!`) |
 //! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
 //! | `cnn` | the network layer's links (convolutions, batch normalization) and the CNN example |
@@ -26,10 +28,12 @@
 
 mod api;
 mod arrays;
+mod body_ops;
 mod cnn;
 mod elementwise_ops;
 mod errors;
 mod functions;
+mod fuse;
 mod gradient_check;
 mod graph;
 mod hostile;

@@ -1,0 +1,121 @@
+//! `kusari::fuse` on the host: two chains of six elementwise functions on 16M float32
+//! elements, fused (one pass of the expression executor forward, one derived pass backward)
+//! and unfused (six functions, six temporaries), beside the yardstick of the memory-bandwidth
+//! bound:
+//!
+//! - `arith`: `relu(x·a + 0.5)·a − 0.25·x` (mul, add_scalar, relu, mul, mul_scalar, sub),
+//!   arithmetic, so that its fused form is bound by memory;
+//! - `tanh`: `tanh(x·a + 0.5)·σ(x) + a` (mul, add_scalar, tanh, sigmoid, mul, add), two
+//!   transcendental functions an element, so that on a machine of few cores its fused form is
+//!   bound by their arithmetic: the row `tanh_alone` (`tanh` of `x`, on arrays) is that floor's
+//!   half.
+//!
+//! Groups `fuse_f32_16M_fwd` and `fuse_f32_16M_fwdbwd`, rows `<chain>_fused`,
+//! `<chain>_unfused`, `add` and (forward) `tanh_alone`:
+//!
+//! - forward: the chain's minimum traffic is three passes over 64 MB (read `x` and `a`, write
+//!   `y`), exactly what `add` (`x + a` on arrays, 64 MB written) moves, so `fused ÷ add` is the
+//!   fused forward against its bound;
+//! - forward + backward for a given output gradient (`grad(&[&y], &[&x, &a], &[&gy])`): at
+//!   least eight passes (the forward's three; `x`, `a` and `gy` read and the two gradients
+//!   written), so the bound is `add × 8 / 3`.
+//!
+//! Run: `cargo bench -p kusari --bench fuse`, then `python3 runtime/benches/fuse_peers.py
+//! --no-run` for the table with the bound and PyTorch (`fuse_peers.py` alone runs both).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use kusari::prelude::*;
+use kusari::random::Rng;
+use kusari::{FusedFn, GradOptions, fuse, grad};
+
+const N: usize = 1 << 24;
+const COLS: usize = 1024;
+
+/// mul, add_scalar, relu, mul, mul_scalar, sub.
+fn arith(v: &[Variable]) -> Result<Variable> {
+    let (x, a) = (&v[0], &v[1]);
+    let r = F::relu(&F::add_scalar(&(x * a)?, 0.5)?)?;
+    (&r * a)? - F::mul_scalar(x, 0.25)?
+}
+
+/// mul, add_scalar, tanh, sigmoid, mul, add.
+fn tanh(v: &[Variable]) -> Result<Variable> {
+    let (x, a) = (&v[0], &v[1]);
+    let t = F::tanh(&F::add_scalar(&(x * a)?, 0.5)?)?;
+    (&t * &F::sigmoid(x)?)? + a
+}
+
+fn uniform(seed: u64) -> Array {
+    Array::uniform(
+        &[N / COLS, COLS],
+        -2.0,
+        2.0,
+        DType::F32,
+        &mut Rng::seed(seed),
+    )
+    .expect("an array")
+}
+
+fn bench(c: &mut Criterion) {
+    let arith_fused: FusedFn = fuse("arith", arith);
+    let tanh_fused: FusedFn = fuse("tanh", tanh);
+    let x = Variable::new(uniform(1));
+    let a = Variable::new(uniform(2));
+    let gy = Variable::constant(uniform(3));
+    type Run<'a> = Box<dyn Fn() -> Variable + 'a>;
+    let xa = || [x.clone(), a.clone()];
+    let rows: [(&str, Run<'_>); 4] = [
+        (
+            "arith_fused",
+            Box::new(|| arith_fused.apply(&[&x, &a]).expect("fused")),
+        ),
+        ("arith_unfused", Box::new(|| arith(&xa()).expect("unfused"))),
+        (
+            "tanh_fused",
+            Box::new(|| tanh_fused.apply(&[&x, &a]).expect("fused")),
+        ),
+        ("tanh_unfused", Box::new(|| tanh(&xa()).expect("unfused"))),
+    ];
+    let mut fwd = c.benchmark_group("fuse_f32_16M_fwd");
+    fwd.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for (name, run) in &rows {
+        fwd.bench_function(*name, |bench| {
+            bench.iter(|| {
+                let _off = no_backprop_mode();
+                black_box(run())
+            })
+        });
+    }
+    fwd.bench_function("add", |bench| {
+        bench.iter(|| black_box(x.array().add(a.array()).expect("add")))
+    });
+    fwd.bench_function("tanh_alone", |bench| {
+        bench.iter(|| black_box(x.array().tanh().expect("tanh")))
+    });
+    fwd.finish();
+    let mut fwdbwd = c.benchmark_group("fuse_f32_16M_fwdbwd");
+    fwdbwd
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(5));
+    for (name, run) in &rows {
+        fwdbwd.bench_function(*name, |bench| {
+            bench.iter(|| {
+                let y = run();
+                black_box(grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad"))
+            })
+        });
+    }
+    fwdbwd.bench_function("add", |bench| {
+        bench.iter(|| black_box(x.array().add(a.array()).expect("add")))
+    });
+    fwdbwd.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
