@@ -112,7 +112,8 @@ fn function_node_impl(node: &Node<'_>, forward: &Forward<'_>) -> TokenStream {
         // The op is its kernel's body: one forward for every device.
         let sig = signature(kw::FORWARD);
         let params = param_values(node, forward);
-        let derived_retain = node.backward.is_none();
+        // A derived backward reads what the op keeps; a hand-written one, or none, does not.
+        let derived_retain = node.backward.is_none() && node.options.non_differentiable.is_none();
         methods.extend(quote! {
             #sig {
                 #prologue

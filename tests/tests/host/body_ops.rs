@@ -217,6 +217,26 @@ fn what_is_retained_is_what_the_derivative_reads() -> Result<()> {
     Ok(())
 }
 
+/// An op that is its body, marked `non_differentiable`: its forward runs, keeps nothing, and
+/// its backward is an error naming it.
+pub struct Rounded;
+
+#[function_node(
+    non_differentiable,
+    kernel(inputs = "T x", outputs = "T y", body = "y = floor(x + 0.5)")
+)]
+impl Rounded {}
+
+#[test]
+fn a_non_differentiable_body_op_runs_forward_only() -> Result<()> {
+    let x = Variable::new(Array::from_vec(vec![0.4f64, 1.6], &[2])?);
+    let y = rounded(&x)?;
+    assert_eq!(y.array().to_vec::<f64>()?, [0.0, 2.0]);
+    let e = F::sum(&y)?.backward().unwrap_err().to_string();
+    assert!(e.contains("Rounded"), "{e}");
+    Ok(())
+}
+
 /// A wrong number of inputs through the untyped `apply` is an error naming the op.
 #[test]
 fn a_wrong_input_count_names_the_op() {
