@@ -284,6 +284,12 @@ pub struct KernelAttr {
 }
 
 impl KernelAttr {
+    /// The values of `inputs`, `outputs`, `params` and `body` (empty where not given).
+    pub fn parts(&self) -> [String; 4] {
+        [&self.inputs, &self.outputs, &self.params, &self.body]
+            .map(|l| l.as_ref().map_or_else(String::new, LitStr::value))
+    }
+
     /// Where the attribute starts (for a literal made up by the macro).
     pub fn span(&self) -> Span {
         self.at

@@ -62,7 +62,6 @@ pub struct ElementwiseOp {
 
 /// The checked body, made once on first use.
 struct Parsed {
-    name: &'static str,
     kernel: ElementwiseKernel,
     op: OpBody,
 }
@@ -175,7 +174,6 @@ impl ElementwiseOp {
             let op = OpBody::new(def.inputs, def.outputs, def.params, def.body)
                 .map_err(|e| e.render(def.body))?;
             Ok(Arc::new(Parsed {
-                name: def.name,
                 kernel: self.kernel,
                 op,
             }))
@@ -229,7 +227,9 @@ impl ElementwiseOp {
     /// Runs the forward on arrays, outside the graph: the kernel on CUDA, the body's program
     /// on the host. The checks are [`apply`](Self::apply)'s.
     pub fn forward(&self, inputs: &[&Array], params: &[Scalar]) -> Result<Vec<Array>> {
-        forward_arrays(self.parsed()?, inputs, params)
+        let parsed = self.parsed()?;
+        check_call(parsed, inputs, params)?;
+        forward_arrays(parsed, inputs, params)
     }
 
     /// A node's forward: keeps what the derived backward reads (with `retain`), then runs.
@@ -245,8 +245,10 @@ impl ElementwiseOp {
             ctx.retain_inputs(&d.retain_inputs);
             ctx.retain_outputs(&d.retain_outputs);
         }
+        let parsed = self.parsed()?;
         let refs: Vec<&Array> = inputs.iter().collect();
-        forward_arrays(self.parsed()?, &refs, params)
+        check_call(parsed, &refs, params)?;
+        forward_arrays(parsed, &refs, params)
     }
 
     /// A node's backward by the derived op: the gradients of the `targets` inputs, each
@@ -267,7 +269,7 @@ fn check_call(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<()> {
     let (n_inputs, n_params) = (p.op.sig.inputs.len(), p.op.sig.params.len());
     if inputs.len() != n_inputs || params.len() != n_params {
         return Err(Error::KernelArguments {
-            kernel: p.name.to_string(),
+            kernel: p.kernel.name.to_string(),
             msg: format!(
                 "it takes {} input(s) and {} parameter(s), but {} and {} were given",
                 n_inputs,
@@ -277,13 +279,20 @@ fn check_call(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<()> {
             ),
         });
     }
+    one_float_dtype("ElementwiseOp", inputs)
+}
+
+/// Every input of one floating-point dtype (an op whose body runs on the host in float32 or
+/// float64): a [`Error::DTypeMismatch`] or an [`Error::UnsupportedDType`] naming `op`
+/// otherwise.
+pub(super) fn one_float_dtype(op: &'static str, inputs: &[&Array]) -> Result<()> {
     let Some(first) = inputs.first() else {
         return Ok(());
     };
     for x in &inputs[1..] {
         if x.dtype() != first.dtype() {
             return Err(Error::DTypeMismatch {
-                op: "ElementwiseOp",
+                op,
                 lhs: first.dtype(),
                 rhs: x.dtype(),
                 lhs_shape: first.shape().to_vec(),
@@ -293,7 +302,7 @@ fn check_call(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<()> {
     }
     if !first.dtype().is_float() {
         return Err(Error::UnsupportedDType {
-            op: "ElementwiseOp",
+            op,
             dtype: first.dtype(),
             shape: first.shape().to_vec(),
             expected: "a floating-point dtype",
@@ -302,9 +311,8 @@ fn check_call(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<()> {
     Ok(())
 }
 
-/// The forward on arrays, after the checks of [`check_call`].
+/// The forward on arrays, after the checks of [`check_call`] (made once by each caller).
 fn forward_arrays(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<Vec<Array>> {
-    check_call(p, inputs, params)?;
     let Some(first) = inputs.first() else {
         return Ok(Vec::new());
     };
@@ -384,7 +392,7 @@ struct Node {
 
 impl FunctionNode for Node {
     fn label(&self) -> std::borrow::Cow<'static, str> {
-        self.parsed.name.into()
+        self.parsed.kernel.name.into()
     }
 
     fn formula(&self) -> Option<Formula> {
@@ -397,6 +405,7 @@ impl FunctionNode for Node {
     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
         ctx.retain_inputs(&self.derived.retain_inputs);
         ctx.retain_outputs(&self.derived.retain_outputs);
+        // `ElementwiseOp::apply`, which alone makes this node, has checked the call.
         let refs: Vec<&Array> = inputs.iter().collect();
         forward_arrays(&self.parsed, &refs, &self.params)
     }

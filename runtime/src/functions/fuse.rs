@@ -11,6 +11,8 @@ use crate::graph::{Formula, GraphNode, Variable};
 use crate::sync::lock;
 use crate::{Array, DType, Device, ElementwiseOp, config};
 
+use super::elementwise_op::one_float_dtype;
+
 /// A closure over variables made one elementwise op (CuPy's `cupy.fuse`, with the backward
 /// `cupy.fuse` lacks): see [`fuse`].
 pub struct Fused<F> {
@@ -162,23 +164,8 @@ where
             Some(x) => x.dtype(),
             None => return Err(self.refuse("a fused closure takes at least one input")),
         };
-        if let Some(x) = inputs.iter().find(|x| x.dtype() != dtype) {
-            return Err(Error::DTypeMismatch {
-                op: "fuse",
-                lhs: dtype,
-                rhs: x.dtype(),
-                lhs_shape: inputs[0].shape().to_vec(),
-                rhs_shape: x.shape().to_vec(),
-            });
-        }
-        if !dtype.is_float() {
-            return Err(Error::UnsupportedDType {
-                op: "fuse",
-                dtype,
-                shape: inputs[0].shape().to_vec(),
-                expected: "a floating-point dtype",
-            });
-        }
+        let arrays: Vec<&Array> = inputs.iter().map(|x| x.array()).collect();
+        one_float_dtype("fuse", &arrays)?;
         let key = (dtype, inputs.iter().map(|x| x.ndim()).collect::<Vec<_>>());
         if let Some(t) = lock(&self.traces).get(&key) {
             return Ok(t.clone());
@@ -217,6 +204,12 @@ where
         }
         let mut stmts = b.stmts;
         let used: Vec<usize> = (0..vars.len()).filter(|&i| b.used[i]).collect();
+        if used.is_empty() {
+            return Err(self.refuse(
+                "the closure's outputs read none of its inputs (a constant is not an \
+                 elementwise op)",
+            ));
+        }
         for (j, r) in results.into_iter().enumerate() {
             stmts.push(Stmt {
                 target: format!("y{j}"),
@@ -231,31 +224,18 @@ where
             .enumerate()
             .map(|(k, &i)| (input_name(i), format!("x{k}")))
             .collect();
+        for st in &mut stmts {
+            st.value = st.value.map_vars(&mut |n| {
+                Expr::Var(rename.get(n).cloned().unwrap_or_else(|| n.to_string()))
+            });
+        }
         let body = kusari_kernels::expr::Body { stmts };
-        let body = kusari_kernels::expr::Body {
-            stmts: body
-                .stmts
-                .iter()
-                .map(|s| Stmt {
-                    value: s.value.map_vars(&mut |n| {
-                        Expr::Var(rename.get(n).cloned().unwrap_or_else(|| n.to_string()))
-                    }),
-                    ..s.clone()
-                })
-                .collect(),
-        };
         let list = |prefix: &str, n: usize| {
             (0..n)
                 .map(|k| format!("T {prefix}{k}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        if used.is_empty() {
-            return Err(self.refuse(
-                "the closure's outputs read none of its inputs (a constant is not an \
-                 elementwise op)",
-            ));
-        }
         let op = ElementwiseOp::try_new(
             &self.name,
             list("x", used.len()),
