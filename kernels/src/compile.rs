@@ -212,6 +212,120 @@ impl Drop for Program {
     }
 }
 
+/// The standard headers NVRTC lacks and a kernel commonly includes, given to every program as
+/// NVRTC's built-in headers, as the host compiler has them for the emulated device: `<cstdint>`
+/// and `<stdint.h>`, the fixed-width integer types of a 64-bit Linux host (`int64_t` is `long`,
+/// as glibc has it and NVRTC's 64-bit `long` allows), their limits, and `std::` names for them.
+pub const BUILTIN_HEADERS: [(&str, &str); 2] = [("stdint.h", STDINT), ("cstdint", CSTDINT)];
+
+const STDINT: &str = r#"#ifndef KUSARI_STDINT_H
+#define KUSARI_STDINT_H
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long uint64_t;
+typedef signed char int_least8_t;
+typedef short int_least16_t;
+typedef int int_least32_t;
+typedef long int_least64_t;
+typedef unsigned char uint_least8_t;
+typedef unsigned short uint_least16_t;
+typedef unsigned int uint_least32_t;
+typedef unsigned long uint_least64_t;
+typedef signed char int_fast8_t;
+typedef long int_fast16_t;
+typedef long int_fast32_t;
+typedef long int_fast64_t;
+typedef unsigned char uint_fast8_t;
+typedef unsigned long uint_fast16_t;
+typedef unsigned long uint_fast32_t;
+typedef unsigned long uint_fast64_t;
+typedef long intptr_t;
+typedef unsigned long uintptr_t;
+typedef long intmax_t;
+typedef unsigned long uintmax_t;
+#define INT8_MIN (-128)
+#define INT16_MIN (-32767 - 1)
+#define INT32_MIN (-2147483647 - 1)
+#define INT64_MIN (-9223372036854775807L - 1)
+#define INT8_MAX 127
+#define INT16_MAX 32767
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807L
+#define UINT8_MAX 255
+#define UINT16_MAX 65535
+#define UINT32_MAX 4294967295U
+#define UINT64_MAX 18446744073709551615UL
+#define INTPTR_MIN INT64_MIN
+#define INTPTR_MAX INT64_MAX
+#define UINTPTR_MAX UINT64_MAX
+#define INTMAX_MIN INT64_MIN
+#define INTMAX_MAX INT64_MAX
+#define UINTMAX_MAX UINT64_MAX
+#define SIZE_MAX UINT64_MAX
+#define INT8_C(c) c
+#define INT16_C(c) c
+#define INT32_C(c) c
+#define INT64_C(c) c##L
+#define UINT8_C(c) c
+#define UINT16_C(c) c
+#define UINT32_C(c) c##U
+#define UINT64_C(c) c##UL
+#define INTMAX_C(c) c##L
+#define UINTMAX_C(c) c##UL
+#endif
+"#;
+
+const CSTDINT: &str = r#"#ifndef KUSARI_CSTDINT
+#define KUSARI_CSTDINT
+#include <stdint.h>
+namespace std {
+using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t;
+using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
+using ::int_least8_t; using ::int_least16_t; using ::int_least32_t; using ::int_least64_t;
+using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using ::uint_least64_t;
+using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;
+using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;
+using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
+}
+#endif
+"#;
+
+/// [`BUILTIN_HEADERS`] as the C strings nvrtcCreateProgram takes, made once.
+struct Headers {
+    names: Vec<*const c_char>,
+    contents: Vec<*const c_char>,
+}
+
+// SAFETY: the pointers point into the `'static` strings of `builtin_headers`, never written.
+unsafe impl Send for Headers {}
+// SAFETY: as above.
+unsafe impl Sync for Headers {}
+
+fn builtin_headers() -> &'static Headers {
+    static STRINGS: OnceLock<Vec<(CString, CString)>> = OnceLock::new();
+    static HEADERS: OnceLock<Headers> = OnceLock::new();
+    HEADERS.get_or_init(|| {
+        let strings = STRINGS.get_or_init(|| {
+            BUILTIN_HEADERS
+                .iter()
+                .map(|(name, text)| {
+                    let c = |s: &str| CString::new(s).expect("a built-in header holds no NUL");
+                    (c(name), c(text))
+                })
+                .collect()
+        });
+        Headers {
+            names: strings.iter().map(|(n, _)| n.as_ptr()).collect(),
+            contents: strings.iter().map(|(_, t)| t.as_ptr()).collect(),
+        }
+    })
+}
+
 /// One NVRTC run: `src` compiled with `--gpu-architecture={arch}`, PTX (with its trailing NUL,
 /// as NVRTC returns it) or cubin bytes.
 fn run_nvrtc(src: &KernelSource, arch: &str, output: Output) -> Result<Vec<u8>, RunError> {
@@ -230,10 +344,25 @@ fn run_nvrtc_named(
         .map_err(|_| RunError::Other("the generated source contains a NUL byte".into()))?;
     let name = CString::new(format!("{}.cu", src.entry))
         .map_err(|_| RunError::Other("the kernel name contains a NUL byte".into()))?;
-    let prog = Program(
-        result::create_program(&source, Some(&name))
-            .map_err(|e| RunError::Other(format!("nvrtcCreateProgram failed: {e:?}")))?,
-    );
+    let headers = builtin_headers();
+    let mut raw = std::mem::MaybeUninit::uninit();
+    // SAFETY: `source` and `name` are NUL-terminated strings, and `headers` holds as many
+    // NUL-terminated contents as include names, all of which outlive the program (NVRTC copies
+    // them when it creates it).
+    unsafe {
+        sys::nvrtcCreateProgram(
+            raw.as_mut_ptr(),
+            source.as_ptr(),
+            name.as_ptr(),
+            headers.contents.len() as c_int,
+            headers.contents.as_ptr(),
+            headers.names.as_ptr(),
+        )
+    }
+    .result()
+    .map_err(|e| RunError::Other(format!("nvrtcCreateProgram failed: {e:?}")))?;
+    // SAFETY: nvrtcCreateProgram succeeded, so it wrote the program.
+    let prog = Program(unsafe { raw.assume_init() });
     let names: Vec<CString> = names
         .iter()
         .map(|n| CString::new(n.as_bytes()))
@@ -609,6 +738,48 @@ mod tests {
             }
         );
         assert!(target_for(9, 0).is_cubin());
+    }
+
+    /// `<cstdint>` and `<stdint.h>`, which NVRTC lacks, are built in, with a 64-bit Linux
+    /// host's types (what the emulated device's host compiler has); another standard header is
+    /// still NVRTC's error, naming it.
+    #[test]
+    fn the_standard_integer_headers_are_built_in() {
+        if !nvrtc_available() {
+            assert!(
+                !crate::env::require_nvrtc(),
+                "KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+            );
+            println!("SKIPPED the_standard_integer_headers_are_built_in: NVRTC not found");
+            return;
+        }
+        let src = KernelSource {
+            entry: "widths".into(),
+            source: r#"#include <cstdint>
+#include <stdint.h>
+#include <cstdint>
+static_assert(sizeof(int8_t) == 1 && sizeof(uint16_t) == 2 && sizeof(std::int32_t) == 4, "");
+static_assert(sizeof(int64_t) == 8 && sizeof(std::uint64_t) == 8 && sizeof(uintptr_t) == 8, "");
+template <class A, class B> struct same { static const bool value = false; };
+template <class A> struct same<A, A> { static const bool value = true; };
+static_assert(same<int64_t, long>::value && same<uint64_t, unsigned long>::value, "LP64");
+static_assert(same<std::uint8_t, unsigned char>::value && same<int16_t, short>::value, "");
+static_assert(INT64_MAX == 9223372036854775807L && INT64_MIN < 0 && UINT8_MAX == 255, "");
+static_assert(UINT32_C(4294967295) == UINT32_MAX && INT64_C(1) << 62 > 0, "");
+extern "C" __global__ void widths(std::int64_t* out, const uint8_t* in, int16_t k) {
+    out[threadIdx.x] = (int64_t)in[threadIdx.x] + k;
+}
+"#
+            .into(),
+        };
+        let ptx = compile_ptx(&src, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        assert!(ptx.contains(".entry widths"), "{ptx}");
+        let src = KernelSource {
+            entry: "v".into(),
+            source: "#include <vector>\nextern \"C\" __global__ void v() {}\n".into(),
+        };
+        let e = compile_ptx(&src, "compute_90").unwrap_err().to_string();
+        assert!(e.contains("vector"), "{e}");
     }
 
     /// Without the architecture list, a cubin NVRTC rejects the architecture of is retried as

@@ -1,4 +1,4 @@
-//! The CUDA backend, timed in five groups:
+//! The CUDA backend, timed in six groups:
 //!
 //! - `cuda_bandwidth`: the fused MulAdd on 16M float32 elements (`Array::mul_add` and the
 //!   `#[function_node]` op's kernel launched with `ElementwiseKernel::launch`) against a copy
@@ -25,6 +25,16 @@
 //!   forward + `sum(y · c)` + backward; 2×2 max pooling, forward + `sum` + backward. Each
 //!   iteration waits for the device; the forward is checked against the host's first.
 //!   `benches/cuda_peers.py` times the same layer in PyTorch (cuDNN).
+//! - `cuda_fuse`: the two chains of `benches/fuse.rs` (`arith`, memory-bound arithmetic, and
+//!   `tanh`, two transcendental functions an element) on 16M float32 elements on the GPU, fused by
+//!   `kusari::fuse` (one kernel forward, one derived kernel backward) and unfused (six functions,
+//!   six kernels and temporaries), forward (backprop off) and forward + `grad` for a given output
+//!   gradient, timed back to back like the bandwidth. The summary divides each by its
+//!   memory-bandwidth bound at the copy kernel's bandwidth: the forward's minimum traffic is 12
+//!   bytes an element (read `x` and `a`, write `y`), the forward + backward's 32 (and read `x`,
+//!   `a` and `gy`, write the two gradients). The fused chains are checked against the unfused
+//!   ones first. `benches/cuda_peers.py` times the same chains in PyTorch (eager and
+//!   `torch.compile`) and the forward in `cupy.fuse`.
 //! - `nvrtc_compile`: compiling MulAdd's kernel through the binary cache: cold (an empty cache
 //!   directory each time), a disk hit (a new cache over a warm directory) and a memory hit. It
 //!   needs NVRTC but no GPU, so it runs wherever `libnvrtc` loads.
@@ -46,7 +56,7 @@ use criterion::{
 };
 use kusari::functions::{ConvOptions, PoolOptions};
 use kusari::prelude::*;
-use kusari::{ElementwiseKernel, KernelArg, RawKernel, cuda};
+use kusari::{ElementwiseKernel, FusedFn, GradOptions, KernelArg, RawKernel, cuda, fuse, grad};
 use kusari_kernels::cache::BinaryCache;
 use kusari_kernels::compile::{compile_binary_cached, nvrtc_available, nvrtc_version, target_for};
 
@@ -390,6 +400,122 @@ fn bench_nn(c: &mut Criterion) {
     );
 }
 
+/// mul, add_scalar, relu, mul, mul_scalar, sub: `benches/fuse.rs`'s `arith`.
+fn arith(v: &[Variable]) -> Result<Variable> {
+    let (x, a) = (&v[0], &v[1]);
+    let r = F::relu(&F::add_scalar(&(x * a)?, 0.5)?)?;
+    (&r * a)? - F::mul_scalar(x, 0.25)?
+}
+
+/// mul, add_scalar, tanh, sigmoid, mul, add: `benches/fuse.rs`'s `tanh`.
+fn tanh_chain(v: &[Variable]) -> Result<Variable> {
+    let (x, a) = (&v[0], &v[1]);
+    let t = F::tanh(&F::add_scalar(&(x * a)?, 0.5)?)?;
+    (&t * &F::sigmoid(x)?)? + a
+}
+
+/// `kusari::fuse` on the GPU; see the module's doc.
+fn bench_fuse(c: &mut Criterion) {
+    if gpu_missing() {
+        return;
+    }
+    let (arith_fused, tanh_fused): (FusedFn, FusedFn) =
+        (fuse("arith", arith), fuse("tanh", tanh_chain));
+    let shape = [ELEMENTS / 1024, 1024];
+    let x = Variable::new(uniform_on(&shape, 1, GPU).mul_scalar(2.0).expect("x"));
+    let a = Variable::new(uniform_on(&shape, 2, GPU).mul_scalar(2.0).expect("a"));
+    let gy = Variable::constant(uniform_on(&shape, 3, GPU));
+    type Chain = fn(&[Variable]) -> Result<Variable>;
+    let chains: [(&str, &FusedFn, Chain); 2] = [
+        ("arith", &arith_fused, arith),
+        ("tanh", &tanh_fused, tanh_chain),
+    ];
+    let fwdbwd = |y: Variable| {
+        let g = grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad");
+        g.into_iter()
+            .map(|g| g.expect("a gradient").array().clone())
+            .collect::<Vec<_>>()
+    };
+    let host = |a: &Array| a.to_vec::<f32>().expect("to host");
+    let worst = |p: &Array, q: &Array| {
+        host(p)
+            .iter()
+            .zip(host(q))
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f32::max)
+    };
+    // The fused chains against the unfused ones (this also compiles their kernels).
+    for (name, fused, chain) in chains {
+        let f = fused.apply(&[&x, &a]).expect("fused");
+        let u = chain(&[x.clone(), a.clone()]).expect("unfused");
+        let e = worst(f.array(), u.array());
+        assert!(e <= 1e-5, "{name}: the fused forward is off by {e}");
+        for (gf, gu) in fwdbwd(f).iter().zip(fwdbwd(u)) {
+            let e = worst(gf, &gu);
+            assert!(e <= 1e-4, "{name}: a fused gradient is off by {e}");
+        }
+    }
+    let copy = || COPY.launch(&[x.array()], &[]).expect("copy").remove(0);
+
+    let mut group = c.benchmark_group("cuda_fuse");
+    for (name, fused, chain) in chains {
+        let xa = [x.clone(), a.clone()];
+        back_to_back(&mut group, &format!("{name}_fused_fwd"), || {
+            let _off = no_backprop_mode();
+            fused.apply(&[&x, &a]).expect("fused")
+        });
+        back_to_back(&mut group, &format!("{name}_unfused_fwd"), || {
+            let _off = no_backprop_mode();
+            chain(&xa).expect("unfused")
+        });
+        back_to_back(&mut group, &format!("{name}_fused_fwdbwd"), || {
+            fwdbwd(fused.apply(&[&x, &a]).expect("fused"))
+        });
+        back_to_back(&mut group, &format!("{name}_unfused_fwdbwd"), || {
+            fwdbwd(chain(&xa).expect("unfused"))
+        });
+    }
+    group.finish();
+
+    // Back to back: 20 runs, one wait, divided by 20 (the median of 11).
+    let time = |f: &dyn Fn()| median(11, || launches_then_sync(20, f) / 20);
+    let t_copy = time(&|| drop(copy()));
+    let bound = |bytes: usize| t_copy.as_secs_f64() * bytes as f64 / 8.0;
+    let mut parts = Vec::new();
+    for (name, fused, chain) in chains {
+        let xa = [x.clone(), a.clone()];
+        let runs: [(&str, usize, &dyn Fn()); 4] = [
+            ("fused fwd", 12, &|| {
+                let _off = no_backprop_mode();
+                drop(fused.apply(&[&x, &a]).expect("fused"))
+            }),
+            ("unfused fwd", 12, &|| {
+                let _off = no_backprop_mode();
+                drop(chain(&xa).expect("unfused"))
+            }),
+            ("fused fwdbwd", 32, &|| {
+                drop(fwdbwd(fused.apply(&[&x, &a]).expect("fused")))
+            }),
+            ("unfused fwdbwd", 32, &|| {
+                drop(fwdbwd(chain(&xa).expect("unfused")))
+            }),
+        ];
+        for (what, bytes, f) in runs {
+            let t = time(f);
+            parts.push(format!(
+                "{name} {what} {t:?} = {:.2}x bound",
+                t.as_secs_f64() / bound(bytes)
+            ));
+        }
+    }
+    println!(
+        "summary cuda_fuse (16M f32; bound at copy's {:.0} GB/s: 12 bytes an element forward, 32 \
+         forward + backward): {}",
+        gb_per_s(8 * ELEMENTS, t_copy),
+        parts.join(", ")
+    );
+}
+
 /// A fresh directory under the system's temporary directory, removed when dropped.
 struct ScratchDir(PathBuf);
 
@@ -498,6 +624,7 @@ criterion_group!(
     bench_bandwidth,
     bench_launch,
     bench_nn,
+    bench_fuse,
     bench_compile
 );
 criterion_main!(benches);

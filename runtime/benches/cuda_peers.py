@@ -20,6 +20,13 @@ Each figure is measured the way cuda.rs measures kusari's:
   runs. The convolutions are timed twice: with PyTorch's default (cuDNN may use TF32) and with
   TF32 off (float32 arithmetic throughout, as kusari's).
 
+- fuse: the two chains of `benches/fuse.rs` (cuda.rs's `cuda_fuse` group) on a 16384x1024
+  float32 `x` and `a`: `relu(x * a + 0.5) * a - 0.25 * x` and `tanh(x * a + 0.5) * sigmoid(x) + a`,
+  forward (no_grad) and forward + `torch.autograd.grad` for a given output gradient, back to back
+  like the bandwidth, in PyTorch eager (six kernels), `torch.compile` (Triton, fused; compiled
+  before timing) and, forward only, `cupy.fuse`: times only, read against kusari's times and
+  bound in cuda.rs's summary (a peer's own copy kernel measured a different bandwidth).
+
 Results are checked against float64 host sums before anything is timed. A peer that is not
 installed is reported as missing; the script needs a CUDA GPU.
 
@@ -179,6 +186,84 @@ def torch_nn_peer():
           ", ".join(f"{what} {t * 1e6:.0f} us" for what, t in times))
 
 
+FUSE_SHAPE = (ELEMENTS // 1024, 1024)
+
+
+def fuse_line(peer, rows):
+    """Times only: each peer's own copy kernel gave a different bandwidth, so the bound is
+    kusari's (cuda.rs's summary), and the ratios are read against its times."""
+    print(f"peer {peer} fuse (16M f32): " + ", ".join(f"{what} {t * 1e6:.0f} us" for what, t in rows))
+
+
+def torch_fuse_peer():
+    import torch
+
+    dev = torch.device("cuda")
+    sync = torch.cuda.synchronize
+    g = torch.Generator(device=dev).manual_seed(1)
+    x, a = ((torch.rand(FUSE_SHAPE, device=dev, generator=g) * 2 - 1) * 2 for _ in range(2))
+    gy = torch.rand(FUSE_SHAPE, device=dev, generator=g) * 2 - 1
+    chains = {
+        "arith": lambda x, a: torch.relu(x * a + 0.5) * a - 0.25 * x,
+        "tanh": lambda x, a: torch.tanh(x * a + 0.5) * torch.sigmoid(x) + a,
+    }
+    xv, av = x.clone().requires_grad_(), a.clone().requires_grad_()
+
+    def timed(f):
+        def fwd():
+            with torch.no_grad():
+                return f(x, a)
+
+        return [("fwd", back_to_back(fwd, sync)),
+                ("fwdbwd", back_to_back(lambda: torch.autograd.grad(f(xv, av), (xv, av), gy), sync))]
+
+    rows = []
+    for name, f in chains.items():
+        rows += [(f"{name} eager {w}", t) for w, t in timed(f)]
+    fuse_line(f"PyTorch {torch.__version__} eager", rows)
+    rows = []
+    for name, f in chains.items():
+        compiled = torch.compile(f)
+        with torch.no_grad():
+            assert torch.allclose(compiled(x, a), f(x, a), atol=1e-5)
+        g1 = torch.autograd.grad(compiled(xv, av), (xv, av), gy)
+        g2 = torch.autograd.grad(f(xv, av), (xv, av), gy)
+        assert all(torch.allclose(p, q, atol=1e-4) for p, q in zip(g1, g2))
+        rows += [(f"{name} compiled {w}", t) for w, t in timed(compiled)]
+    fuse_line(f"PyTorch {torch.__version__} torch.compile", rows)
+
+
+def cupy_fuse_peer():
+    import cupy as cp
+
+    sync = cp.cuda.Device().synchronize
+    rng = cp.random.default_rng(1)
+    x, a = ((rng.random(FUSE_SHAPE, dtype=cp.float32) * 2 - 1) * 2 for _ in range(2))
+
+    @cp.fuse()
+    def arith(x, a):
+        return cp.maximum(x * a + 0.5, 0) * a - 0.25 * x
+
+    @cp.fuse()
+    def tanh(x, a):
+        return cp.tanh(x * a + 0.5) * (1 / (1 + cp.exp(-x))) + a
+
+    references = {
+        "arith": lambda: cp.maximum(x * a + 0.5, 0) * a - 0.25 * x,
+        "tanh": lambda: cp.tanh(x * a + 0.5) * (1 / (1 + cp.exp(-x))) + a,
+    }
+    rows = []
+    for name, f in (("arith", arith), ("tanh", tanh)):
+        # One chain failing (CuPy 14's fused `tanh` did not compile with NVRTC 13) must not
+        # hide the other.
+        try:
+            assert bool(cp.allclose(f(x, a), references[name](), atol=1e-5))
+            rows.append((f"{name} cupy.fuse fwd", back_to_back(lambda f=f: f(x, a), sync)))
+        except Exception as e:  # noqa: BLE001
+            print(f"peer CuPy fuse {name}: FAILED: {type(e).__name__}: {str(e).splitlines()[0]}")
+    fuse_line(f"CuPy {cp.__version__}", rows)
+
+
 def cupy_peer():
     import cupy as cp
 
@@ -204,7 +289,9 @@ def cupy_peer():
 
 def main():
     ok = True
-    for name, peer in (("PyTorch", torch_peer), ("PyTorch nn", torch_nn_peer), ("CuPy", cupy_peer)):
+    peers = (("PyTorch", torch_peer), ("PyTorch nn", torch_nn_peer), ("PyTorch fuse", torch_fuse_peer),
+             ("CuPy", cupy_peer), ("CuPy fuse", cupy_fuse_peer))
+    for name, peer in peers:
         try:
             peer()
         except ImportError as e:

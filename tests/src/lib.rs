@@ -250,6 +250,17 @@ pub fn reduce(
     }
 }
 
+/// How the compiler that reports a kernel's errors names line `line` of `file`: NVRTC's
+/// `file(line)` where it loads (the emulated device then compiles each kernel with it first),
+/// else the host C++ compiler's `file:line`.
+pub fn compiler_line(file: &str, line: usize) -> String {
+    if kusari_kernels::compile::nvrtc_available() {
+        format!("{file}({line})")
+    } else {
+        format!("{file}:{line}")
+    }
+}
+
 /// Whether NVRTC can be loaded; false (after printing why `test` skips) where it cannot,
 /// unless `KUSARI_REQUIRE_NVRTC` is set, which makes that a failure.
 pub fn nvrtc_or_skip(test: &str) -> bool {

@@ -165,7 +165,10 @@ fn a_preamble_that_does_not_compile_is_reported_on_its_own_lines() {
         "{e}: {:?}",
         std::error::Error::source(&e).map(ToString::to_string)
     );
-    assert!(msg.contains("cube_plus_preamble:2"), "{msg}");
+    assert!(
+        msg.contains(&kusari_tests::compiler_line("cube_plus_preamble", 2)),
+        "{msg}"
+    );
 }
 
 #[test]

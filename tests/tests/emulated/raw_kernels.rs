@@ -861,7 +861,10 @@ fn source_and_name_mistakes_are_errors() {
         "{e}: {:?}",
         std::error::Error::source(&e).map(ToString::to_string)
     );
-    assert!(msg.contains("broken:3"), "{msg}");
+    assert!(
+        msg.contains(&kusari_tests::compiler_line("broken", 3)),
+        "{msg}"
+    );
     assert!(msg.contains("undefined_thing"), "{msg}");
     let msg = e.to_string();
     assert!(
@@ -993,4 +996,36 @@ fn a_module_compiled_up_front_reports_its_compile_error_there() {
         .launch(1, 32, &[(&x).into(), (&y).into(), 2i32.into()])
         .unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap(), [2.5, 4.25]);
+}
+
+/// Where NVRTC loads, the emulated device compiles each kernel with it first: a kernel a GPU's
+/// compiler refuses (here a standard header NVRTC lacks, which the host compiler has) is
+/// refused with NVRTC's log, not run; `<cstdint>`, which kusari gives NVRTC, runs on both.
+#[test]
+fn a_kernel_nvrtc_refuses_is_refused_on_the_emulated_device_too() {
+    let test = "a_kernel_nvrtc_refuses_is_refused_on_the_emulated_device_too";
+    if !emulated(test) || !kusari_tests::nvrtc_or_skip(test) {
+        return;
+    }
+    let out = on_gpu(&Array::zeros(&[4], DType::I64).unwrap());
+    let k = RawKernel::new(
+        "#include <vector>\n\
+         extern \"C\" __global__ void host_header(long* out) { out[threadIdx.x] = 1; }\n",
+        "host_header",
+    )
+    .unwrap();
+    let e = k.launch(1, 4, &[(&out).into()]).unwrap_err().to_string();
+    assert!(
+        e.contains("host_header") && e.contains("sm_90") && e.contains("vector"),
+        "{e}"
+    );
+    let k = RawKernel::new(
+        "#include <cstdint>\n\
+         extern \"C\" __global__ void widths(int64_t* out) { out[threadIdx.x] = INT64_MAX - threadIdx.x; }\n",
+        "widths",
+    )
+    .unwrap();
+    k.launch(1, 4, &[(&out).into()]).unwrap();
+    let got = out.to_vec::<i64>().unwrap();
+    assert_eq!(got, (0..4).map(|i| i64::MAX - i).collect::<Vec<_>>());
 }

@@ -17,10 +17,10 @@
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
-use kusari_kernels::cache::CacheKey;
+use kusari_kernels::cache::{BinaryCache, CacheKey};
 use kusari_kernels::codegen::KernelSource;
 use kusari_kernels::compile::{
-    NamedBinary, Target, compile_binary_named_cached, global_cache, target_for,
+    NamedBinary, Target, compile_binary_named_cached, global_cache, nvrtc_available, target_for,
 };
 
 use crate::device::DeviceProperties;
@@ -314,7 +314,9 @@ impl Backend {
 
     /// Compiles `src` for `target` through the binary cache, with the name expressions `names`
     /// (a template kernel's instances), and says what was made (a cubin may come back as PTX)
-    /// and the name each expression's kernel has in it.
+    /// and the name each expression's kernel has in it. For the emulated device, where NVRTC
+    /// loads, the source must compile with it for the device's architecture first: NVRTC's
+    /// error, if any, is the error.
     pub(crate) fn compile(
         src: &KernelSource,
         names: &[String],
@@ -324,8 +326,17 @@ impl Backend {
         match target {
             BinaryTarget::Nvrtc(t) => compile_binary_named_cached(src, &t, names, global_cache())
                 .map(|(used, b)| (BinaryTarget::Nvrtc(used), b)),
-            BinaryTarget::Host => emulated::compile_cached(src, names, global_cache())
-                .map(|(binary, lowered)| (BinaryTarget::Host, NamedBinary { binary, lowered })),
+            BinaryTarget::Host => {
+                // What a GPU would refuse is refused here: the host compiler accepts more than
+                // NVRTC (its standard headers, host-only code), and a kernel checked by it alone
+                // could fail on the first real GPU. NVRTC's binary is cached, not loaded.
+                if nvrtc_available() {
+                    let (major, minor) = emulated::CAPABILITY;
+                    compile_binary_named_cached(src, &target_for(major, minor), names, checks())?;
+                }
+                emulated::compile_cached(src, names, global_cache())
+                    .map(|(binary, lowered)| (BinaryTarget::Host, NamedBinary { binary, lowered }))
+            }
         }
     }
 
@@ -404,4 +415,12 @@ impl Module {
             Module::Emulated(lib) => lib.kernel(name).map(Function::Emulated),
         }
     }
+}
+
+/// The cache of NVRTC's checks of the emulated device's kernels: the global cache's directory,
+/// counted apart from it, so that `kernel_stats` counts the binaries a device loads (one compile
+/// a kernel), as on a GPU.
+fn checks() -> &'static BinaryCache {
+    static CHECKS: OnceLock<BinaryCache> = OnceLock::new();
+    CHECKS.get_or_init(|| BinaryCache::new(global_cache().dir().map(std::path::Path::to_path_buf)))
 }

@@ -339,7 +339,8 @@ fn run_compiler(cxx: &str, src: &KernelSource, unit: &str) -> Result<Vec<u8>, Co
 /// `src` compiled for the emulated device, through `cache`. The library exports an entry
 /// point for each kernel the source declares, those that macros declare included (found by
 /// running the host preprocessor, only for a source with `__global__` in a `#define`), and one
-/// for each of the name expressions `instances`, whose names come back in their order.
+/// for each of the name expressions `instances`, whose names come back in their order. (The
+/// driver has NVRTC compile the source first, where it loads: see `Backend::compile`.)
 pub(crate) fn compile_cached(
     src: &KernelSource,
     instances: &[String],
