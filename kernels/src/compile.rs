@@ -295,34 +295,15 @@ using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
 #endif
 "#;
 
-/// [`BUILTIN_HEADERS`] as the C strings nvrtcCreateProgram takes, made once.
-struct Headers {
-    names: Vec<*const c_char>,
-    contents: Vec<*const c_char>,
-}
-
-// SAFETY: the pointers point into the `'static` strings of `builtin_headers`, never written.
-unsafe impl Send for Headers {}
-// SAFETY: as above.
-unsafe impl Sync for Headers {}
-
-fn builtin_headers() -> &'static Headers {
+/// [`BUILTIN_HEADERS`] as the C strings nvrtcCreateProgram takes (include name, contents),
+/// made once.
+fn builtin_headers() -> &'static [(CString, CString)] {
     static STRINGS: OnceLock<Vec<(CString, CString)>> = OnceLock::new();
-    static HEADERS: OnceLock<Headers> = OnceLock::new();
-    HEADERS.get_or_init(|| {
-        let strings = STRINGS.get_or_init(|| {
-            BUILTIN_HEADERS
-                .iter()
-                .map(|(name, text)| {
-                    let c = |s: &str| CString::new(s).expect("a built-in header holds no NUL");
-                    (c(name), c(text))
-                })
-                .collect()
-        });
-        Headers {
-            names: strings.iter().map(|(n, _)| n.as_ptr()).collect(),
-            contents: strings.iter().map(|(_, t)| t.as_ptr()).collect(),
-        }
+    STRINGS.get_or_init(|| {
+        let c = |s: &str| CString::new(s).expect("a built-in header holds no NUL");
+        (BUILTIN_HEADERS.iter())
+            .map(|(name, text)| (c(name), c(text)))
+            .collect()
     })
 }
 
@@ -345,18 +326,20 @@ fn run_nvrtc_named(
     let name = CString::new(format!("{}.cu", src.entry))
         .map_err(|_| RunError::Other("the kernel name contains a NUL byte".into()))?;
     let headers = builtin_headers();
+    let include_names: Vec<*const c_char> = headers.iter().map(|(n, _)| n.as_ptr()).collect();
+    let contents: Vec<*const c_char> = headers.iter().map(|(_, t)| t.as_ptr()).collect();
     let mut raw = std::mem::MaybeUninit::uninit();
-    // SAFETY: `source` and `name` are NUL-terminated strings, and `headers` holds as many
-    // NUL-terminated contents as include names, all of which outlive the program (NVRTC copies
-    // them when it creates it).
+    // SAFETY: `source` and `name` are NUL-terminated strings, and `contents` holds as many
+    // NUL-terminated strings as `include_names`, all of which outlive the call (NVRTC copies them when
+    // it creates the program).
     unsafe {
         sys::nvrtcCreateProgram(
             raw.as_mut_ptr(),
             source.as_ptr(),
             name.as_ptr(),
-            headers.contents.len() as c_int,
-            headers.contents.as_ptr(),
-            headers.names.as_ptr(),
+            headers.len() as c_int,
+            contents.as_ptr(),
+            include_names.as_ptr(),
         )
     }
     .result()
@@ -717,6 +700,20 @@ impl NamedBinary {
 mod tests {
     use super::*;
 
+    /// Whether NVRTC loads; false (after printing why `test` skips) where it does not, unless
+    /// `KUSARI_REQUIRE_NVRTC` is set, which makes that a failure.
+    fn nvrtc_or_skip(test: &str) -> bool {
+        if nvrtc_available() {
+            return true;
+        }
+        assert!(
+            !crate::env::require_nvrtc(),
+            "KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+        );
+        println!("SKIPPED {test}: NVRTC not found");
+        false
+    }
+
     fn trivial() -> KernelSource {
         KernelSource {
             entry: "k".into(),
@@ -745,12 +742,7 @@ mod tests {
     /// still NVRTC's error, naming it.
     #[test]
     fn the_standard_integer_headers_are_built_in() {
-        if !nvrtc_available() {
-            assert!(
-                !crate::env::require_nvrtc(),
-                "KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
-            );
-            println!("SKIPPED the_standard_integer_headers_are_built_in: NVRTC not found");
+        if !nvrtc_or_skip("the_standard_integer_headers_are_built_in") {
             return;
         }
         let src = KernelSource {
@@ -786,11 +778,7 @@ extern "C" __global__ void widths(std::int64_t* out, const uint8_t* in, int16_t 
     /// PTX for the same compute capability (here NVRTC knows neither, so that fails too).
     #[test]
     fn a_rejected_cubin_architecture_is_retried_as_ptx() {
-        if !nvrtc_available() {
-            assert!(
-                !crate::env::require_nvrtc(),
-                "KUSARI_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
-            );
+        if !nvrtc_or_skip("a_rejected_cubin_architecture_is_retried_as_ptx") {
             return;
         }
         let src = trivial();

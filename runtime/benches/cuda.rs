@@ -60,6 +60,9 @@ use kusari::{ElementwiseKernel, FusedFn, GradOptions, KernelArg, RawKernel, cuda
 use kusari_kernels::cache::BinaryCache;
 use kusari_kernels::compile::{compile_binary_cached, nvrtc_available, nvrtc_version, target_for};
 
+#[path = "common/chains.rs"]
+mod chains;
+
 /// f(x, y, z) = x * y + z, with the tutorial's kernel.
 struct MulAdd;
 
@@ -400,35 +403,21 @@ fn bench_nn(c: &mut Criterion) {
     );
 }
 
-/// mul, add_scalar, relu, mul, mul_scalar, sub: `benches/fuse.rs`'s `arith`.
-fn arith(v: &[Variable]) -> Result<Variable> {
-    let (x, a) = (&v[0], &v[1]);
-    let r = F::relu(&F::add_scalar(&(x * a)?, 0.5)?)?;
-    (&r * a)? - F::mul_scalar(x, 0.25)?
-}
-
-/// mul, add_scalar, tanh, sigmoid, mul, add: `benches/fuse.rs`'s `tanh`.
-fn tanh_chain(v: &[Variable]) -> Result<Variable> {
-    let (x, a) = (&v[0], &v[1]);
-    let t = F::tanh(&F::add_scalar(&(x * a)?, 0.5)?)?;
-    (&t * &F::sigmoid(x)?)? + a
-}
-
 /// `kusari::fuse` on the GPU; see the module's doc.
 fn bench_fuse(c: &mut Criterion) {
     if gpu_missing() {
         return;
     }
     let (arith_fused, tanh_fused): (FusedFn, FusedFn) =
-        (fuse("arith", arith), fuse("tanh", tanh_chain));
+        (fuse("arith", chains::arith), fuse("tanh", chains::tanh));
     let shape = [ELEMENTS / 1024, 1024];
     let x = Variable::new(uniform_on(&shape, 1, GPU).mul_scalar(2.0).expect("x"));
     let a = Variable::new(uniform_on(&shape, 2, GPU).mul_scalar(2.0).expect("a"));
     let gy = Variable::constant(uniform_on(&shape, 3, GPU));
     type Chain = fn(&[Variable]) -> Result<Variable>;
-    let chains: [(&str, &FusedFn, Chain); 2] = [
-        ("arith", &arith_fused, arith),
-        ("tanh", &tanh_fused, tanh_chain),
+    let cases: [(&str, &FusedFn, Chain); 2] = [
+        ("arith", &arith_fused, chains::arith),
+        ("tanh", &tanh_fused, chains::tanh),
     ];
     let fwdbwd = |y: Variable| {
         let g = grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad");
@@ -445,7 +434,7 @@ fn bench_fuse(c: &mut Criterion) {
             .fold(0.0, f32::max)
     };
     // The fused chains against the unfused ones (this also compiles their kernels).
-    for (name, fused, chain) in chains {
+    for (name, fused, chain) in cases {
         let f = fused.apply(&[&x, &a]).expect("fused");
         let u = chain(&[x.clone(), a.clone()]).expect("unfused");
         let e = worst(f.array(), u.array());
@@ -458,7 +447,7 @@ fn bench_fuse(c: &mut Criterion) {
     let copy = || COPY.launch(&[x.array()], &[]).expect("copy").remove(0);
 
     let mut group = c.benchmark_group("cuda_fuse");
-    for (name, fused, chain) in chains {
+    for (name, fused, chain) in cases {
         let xa = [x.clone(), a.clone()];
         back_to_back(&mut group, &format!("{name}_fused_fwd"), || {
             let _off = no_backprop_mode();
@@ -482,7 +471,7 @@ fn bench_fuse(c: &mut Criterion) {
     let t_copy = time(&|| drop(copy()));
     let bound = |bytes: usize| t_copy.as_secs_f64() * bytes as f64 / 8.0;
     let mut parts = Vec::new();
-    for (name, fused, chain) in chains {
+    for (name, fused, chain) in cases {
         let xa = [x.clone(), a.clone()];
         let runs: [(&str, usize, &dyn Fn()); 4] = [
             ("fused fwd", 12, &|| {

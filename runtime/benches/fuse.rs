@@ -31,22 +31,13 @@ use kusari::prelude::*;
 use kusari::random::Rng;
 use kusari::{FusedFn, GradOptions, fuse, grad};
 
+use chains::{arith, tanh};
+
+#[path = "common/chains.rs"]
+mod chains;
+
 const N: usize = 1 << 24;
 const COLS: usize = 1024;
-
-/// mul, add_scalar, relu, mul, mul_scalar, sub.
-fn arith(v: &[Variable]) -> Result<Variable> {
-    let (x, a) = (&v[0], &v[1]);
-    let r = F::relu(&F::add_scalar(&(x * a)?, 0.5)?)?;
-    (&r * a)? - F::mul_scalar(x, 0.25)?
-}
-
-/// mul, add_scalar, tanh, sigmoid, mul, add.
-fn tanh(v: &[Variable]) -> Result<Variable> {
-    let (x, a) = (&v[0], &v[1]);
-    let t = F::tanh(&F::add_scalar(&(x * a)?, 0.5)?)?;
-    (&t * &F::sigmoid(x)?)? + a
-}
 
 fn uniform(seed: u64) -> Array {
     Array::uniform(

@@ -7,9 +7,9 @@
 //! - **Memory** ([`memory`]): device pointers are host addresses, fenced by guard pages,
 //!   poisoned when fresh, inaccessible when freed.
 //! - **Kernels** ([`compile`]): the NVRTC source behind a host shim, built by the host C++
-//!   compiler into a shared library, cached like GPU binaries. Where NVRTC loads, the source is
-//!   first compiled by NVRTC for the reported architecture, so that a kernel a GPU's compiler
-//!   refuses is refused here too, with NVRTC's log.
+//!   compiler into a shared library, cached like GPU binaries. Where NVRTC loads, the driver
+//!   (`Backend::compile`) first has NVRTC compile the source for the reported architecture, so
+//!   that a kernel a GPU's compiler refuses is refused here too, with NVRTC's log.
 //! - **Execution** ([`run`]): every block and thread of the grid; real barriers; launches and
 //!   their parameters checked.
 //! - **cuBLAS** ([`blas`]): the strided-batched GEMM with cuBLAS's column-major semantics.
@@ -33,8 +33,8 @@ use crate::device::DeviceProperties;
 pub(crate) use compile::compile_cached;
 pub(crate) use run::{Kernel, Library};
 
-/// The compute capability the emulated device reports (an H100's); kernels are also compiled
-/// for it by NVRTC where it loads (see [`compile_cached`]).
+/// The compute capability the emulated device reports (an H100's); the driver's
+/// `Backend::compile` also has NVRTC compile each kernel for it, where NVRTC loads.
 pub(crate) const CAPABILITY: (u32, u32) = (9, 0);
 
 /// The streaming multiprocessors of the H100 the emulated device reports.
