@@ -1,5 +1,6 @@
 //! `kusari::fuse` on the host: two chains of six elementwise functions on 16M float32
-//! elements, fused (one pass of the expression executor forward, one derived pass backward)
+//! elements, fused (one pass of the expression executor forward, one derived pass backward;
+//! compiled by Cranelift once warm)
 //! and unfused (six functions, six temporaries), beside the yardstick of the memory-bandwidth
 //! bound:
 //!
@@ -11,7 +12,8 @@
 //!   half.
 //!
 //! Groups `fuse_f32_16M_fwd` and `fuse_f32_16M_fwdbwd`, rows `<chain>_fused`,
-//! `<chain>_unfused`, `add` and (forward) `tanh_alone`:
+//! `<chain>_unfused`, `add` and (forward) `add_fused` (`x + a` as a fused body: the
+//! executor's own cost beside the array op) and `tanh_alone`:
 //!
 //! - forward: the chain's minimum traffic is three passes over 64 MB (read `x` and `a`, write
 //!   `y`), exactly what `add` (`x + a` on arrays, 64 MB written) moves, so `fused ÷ add` is the
@@ -19,6 +21,11 @@
 //! - forward + backward for a given output gradient (`grad(&[&y], &[&x, &a], &[&gy])`): at
 //!   least eight passes (the forward's three; `x`, `a` and `gy` read and the two gradients
 //!   written), so the bound is `add × 8 / 3`.
+//!
+//! The bench ends with paired ratios (lines `summary fuse ...`): each row and `add` timed
+//! alternately, call by call, so that the machine's drift in memory bandwidth cancels out of
+//! `row ÷ bound`. `KUSARI_HOST_JIT=0` times the interpreter alone (the host's compiled tier
+//! off).
 //!
 //! Run: `cargo bench -p kusari --bench fuse`, then `python3 runtime/benches/fuse_peers.py
 //! --no-run` for the table with the bound and PyTorch (`fuse_peers.py` alone runs both).
@@ -85,6 +92,16 @@ fn bench(c: &mut Criterion) {
     fwd.bench_function("add", |bench| {
         bench.iter(|| black_box(x.array().add(a.array()).expect("add")))
     });
+    // `x + a` as a one-function body through the same executor: what the executor itself
+    // costs beside the array op (the compiled tier, once warm, or the interpreter with
+    // `KUSARI_HOST_JIT=0`).
+    let add_fused: FusedFn = fuse("add", |v: &[Variable]| &v[0] + &v[1]);
+    fwd.bench_function("add_fused", |bench| {
+        bench.iter(|| {
+            let _off = no_backprop_mode();
+            black_box(add_fused.apply(&[&x, &a]).expect("fused"))
+        })
+    });
     fwd.bench_function("tanh_alone", |bench| {
         bench.iter(|| black_box(x.array().tanh().expect("tanh")))
     });
@@ -106,6 +123,47 @@ fn bench(c: &mut Criterion) {
         bench.iter(|| black_box(x.array().add(a.array()).expect("add")))
     });
     fwdbwd.finish();
+
+    // Paired ratios: each row and `add` timed alternately, call by call, so that the machine's
+    // drift (this one's memory bandwidth moves by ±20 % from minute to minute) cancels out of
+    // the ratio, where criterion's rows, timed seconds apart, do not share it.
+    let add = || {
+        black_box(x.array().add(a.array()).expect("add"));
+    };
+    let fwd_of = |run: &Run<'_>| {
+        let _off = no_backprop_mode();
+        black_box(run());
+    };
+    let fwdbwd_of = |run: &Run<'_>| {
+        let y = run();
+        black_box(grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad"));
+    };
+    for (name, run) in &rows {
+        let (lo, mid, hi) = paired(|| fwd_of(run), add, 1.0);
+        println!("summary fuse fwd {name}: ÷ bound {mid:.2} (pairs {lo:.2}–{hi:.2})");
+        let (lo, mid, hi) = paired(|| fwdbwd_of(run), add, 8.0 / 3.0);
+        println!("summary fuse fwdbwd {name}: ÷ bound {mid:.2} (pairs {lo:.2}–{hi:.2})");
+    }
+    let add_fused_run: Run<'_> = Box::new(|| add_fused.apply(&[&x, &a]).expect("fused"));
+    let (lo, mid, hi) = paired(|| fwd_of(&add_fused_run), add, 1.0);
+    println!("summary fuse fwd add_fused: ÷ add {mid:.2} (pairs {lo:.2}–{hi:.2})");
+}
+
+/// `f`'s time over `g`'s times `scale`, timed alternately over 15 pairs (after one warm-up
+/// pair): the lowest, median and highest ratio.
+fn paired(mut f: impl FnMut(), mut g: impl FnMut(), scale: f64) -> (f64, f64, f64) {
+    let time = |h: &mut dyn FnMut()| {
+        let t = std::time::Instant::now();
+        h();
+        t.elapsed().as_secs_f64()
+    };
+    time(&mut f);
+    time(&mut g);
+    let mut r: Vec<f64> = (0..15)
+        .map(|_| time(&mut f) / (time(&mut g) * scale))
+        .collect();
+    r.sort_by(f64::total_cmp);
+    (r[0], r[r.len() / 2], r[r.len() - 1])
 }
 
 criterion_group!(benches, bench);

@@ -8,6 +8,7 @@
 //! | `KUSARI_REQUIRE_GPU` | set to anything but empty or `0`: a test that would skip for want of a CUDA device fails instead ([`crate::testing::cuda_or_skip`]; CI sets it) | unset | by each such test |
 //! | `KUSARI_KERNEL_CACHE_DIR` | the on-disk kernel cache's directory (read by `kusari_kernels::env`) | `$XDG_CACHE_HOME/kusari/kernels`, else `~/.cache/kusari/kernels` | once, when the cache is first used |
 //! | `KUSARI_REQUIRE_NVRTC` | set: a test that would skip for want of NVRTC fails instead (read by `kusari_kernels::env`) | unset | by each such test |
+//! | `KUSARI_HOST_JIT` | `0`, `off`, `false` or `no`: the host runs every expression body on its interpreter; `eager`: a body is compiled at its first run; anything else: compiled once it has computed 2²⁰ elements (with the `jit` feature, on by default) | compiled after 2²⁰ elements | once, at the first body run on the host |
 //! | `CXX` | the C++ compiler the emulated CUDA device builds its kernels with | `c++` | at each compile of a kernel for the emulated device |
 //!
 //! What is fixed once per process: the CUDA driver (real or emulated, and how many emulated
@@ -23,6 +24,37 @@ pub const CUDA_EMULATE: &str = "KUSARI_CUDA_EMULATE";
 pub const DEBUG: &str = "KUSARI_DEBUG";
 /// The variable that turns a test's skip for want of a CUDA device into a failure.
 pub const REQUIRE_GPU: &str = "KUSARI_REQUIRE_GPU";
+
+/// The variable that chooses when the host compiles expression bodies.
+pub const HOST_JIT: &str = "KUSARI_HOST_JIT";
+
+/// When the host compiles expression bodies to machine code.
+#[cfg(feature = "jit")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostJit {
+    /// Never: the interpreter runs every body.
+    Off,
+    /// Once a body has computed 2²⁰ elements on the interpreter.
+    Tiered,
+    /// At a body's first run.
+    Eager,
+}
+
+/// When `KUSARI_HOST_JIT` says the host compiles expression bodies.
+#[cfg(feature = "jit")]
+pub(crate) fn host_jit() -> HostJit {
+    use HostJit as Policy;
+    match std::env::var(HOST_JIT)
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "0" | "off" | "false" | "no" => Policy::Off,
+        "eager" => Policy::Eager,
+        _ => Policy::Tiered,
+    }
+}
 
 /// `KUSARI_CUDA_EMULATE` as the environment holds it (the CUDA backend parses it).
 pub(crate) fn cuda_emulate() -> Result<String, std::env::VarError> {

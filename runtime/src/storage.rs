@@ -743,7 +743,7 @@ impl Storage {
         }
     }
 
-    fn run_expr_as<T: crate::cpu::expr::ExprFloat>(
+    fn run_expr_as<T: crate::cpu::expr::HostFloat>(
         op: &'static str,
         program: &kusari_kernels::expr::Program,
         inputs: &[(&Self, &Layout)],

@@ -7,13 +7,13 @@
 
 use std::mem::MaybeUninit;
 
-use kusari_kernels::expr::{BinaryOp, Func, Instr, Program, TypeKind, UnaryOp};
+use kusari_kernels::expr::{BinaryOp, Instr, Program, TypeKind, UnaryOp};
 use rayon::prelude::*;
 
 use super::elementwise::{PAR_MIN, wide};
-use crate::dtype::Element;
+pub(crate) use super::expr_float::ExprFloat;
+use super::expr_float::{call_block, vectorized};
 use crate::error::Result;
-use crate::op::MathFn;
 
 /// Elements a block computes each instruction over.
 pub(crate) const LANES: usize = 256;
@@ -32,152 +32,6 @@ pub(crate) enum Operand<'a, T> {
     Cycle(&'a [T]),
 }
 
-/// A float type the executor computes in.
-pub(crate) trait ExprFloat: Element + Copy + Send + Sync + Default + PartialEq {
-    /// `f` over `src` into `dst` (one length) with the vectorized loops of [`super::math`].
-    fn math(f: MathFn, src: &[Self], dst: &mut [MaybeUninit<Self>]);
-    /// `f(a, b)` (`b` unused for a function of one argument) by the standard library.
-    fn call(f: Func, a: Self, b: Self) -> Self;
-    fn add(self, b: Self) -> Self;
-    fn sub(self, b: Self) -> Self;
-    fn mul(self, b: Self) -> Self;
-    fn div(self, b: Self) -> Self;
-    fn neg(self) -> Self;
-    fn lt(self, b: Self) -> bool;
-    fn le(self, b: Self) -> bool;
-    fn trunc(self) -> Self;
-    /// `fmax`, `fmin`, `fabs`, `copysign`, `floor`, `ceil`, `round`: what the standard library
-    /// computes for [`call`](Self::call), inlined so that a block's loop vectorizes.
-    fn max(self, b: Self) -> Self;
-    fn min(self, b: Self) -> Self;
-    fn abs(self) -> Self;
-    fn copysign(self, b: Self) -> Self;
-    fn floor(self) -> Self;
-    fn ceil(self) -> Self;
-    fn round(self) -> Self;
-}
-
-macro_rules! expr_float {
-    ($t:ty, $apply:path, $call:path) => {
-        impl ExprFloat for $t {
-            fn math(f: MathFn, src: &[Self], dst: &mut [MaybeUninit<Self>]) {
-                $apply(f, src, dst)
-            }
-            fn call(f: Func, a: Self, b: Self) -> Self {
-                $call(f, a, b)
-            }
-            fn add(self, b: Self) -> Self {
-                self + b
-            }
-            fn sub(self, b: Self) -> Self {
-                self - b
-            }
-            fn mul(self, b: Self) -> Self {
-                self * b
-            }
-            fn div(self, b: Self) -> Self {
-                self / b
-            }
-            fn neg(self) -> Self {
-                -self
-            }
-            fn lt(self, b: Self) -> bool {
-                self < b
-            }
-            fn le(self, b: Self) -> bool {
-                self <= b
-            }
-            fn trunc(self) -> Self {
-                <$t>::trunc(self)
-            }
-            fn max(self, b: Self) -> Self {
-                <$t>::max(self, b)
-            }
-            fn min(self, b: Self) -> Self {
-                <$t>::min(self, b)
-            }
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-            fn copysign(self, b: Self) -> Self {
-                <$t>::copysign(self, b)
-            }
-            fn floor(self) -> Self {
-                <$t>::floor(self)
-            }
-            fn ceil(self) -> Self {
-                <$t>::ceil(self)
-            }
-            fn round(self) -> Self {
-                <$t>::round(self)
-            }
-        }
-    };
-}
-
-expr_float!(f32, super::math::apply_f32, call_f32);
-expr_float!(f64, super::math::apply_f64, call_f64);
-
-/// `f(a, b)` in float64: the kernel layer's reference, which folds constants and evaluates
-/// bodies ([`kusari_kernels::expr::call`]).
-fn call_f64(f: Func, a: f64, b: f64) -> f64 {
-    kusari_kernels::expr::call(f, &[a, b])
-}
-
-/// `f(a, b)` in float32, by the standard library's float32 functions (`erf` in float64).
-fn call_f32(f: Func, a: f32, b: f32) -> f32 {
-    match f {
-        Func::Exp => a.exp(),
-        Func::Exp2 => a.exp2(),
-        Func::Expm1 => a.exp_m1(),
-        Func::Log => a.ln(),
-        Func::Log2 => a.log2(),
-        Func::Log10 => a.log10(),
-        Func::Log1p => a.ln_1p(),
-        Func::Sqrt => a.sqrt(),
-        Func::Rsqrt => 1.0 / a.sqrt(),
-        Func::Cbrt => a.cbrt(),
-        Func::Sin => a.sin(),
-        Func::Cos => a.cos(),
-        Func::Tan => a.tan(),
-        Func::Asin => a.asin(),
-        Func::Acos => a.acos(),
-        Func::Atan => a.atan(),
-        Func::Atan2 => a.atan2(b),
-        Func::Sinh => a.sinh(),
-        Func::Cosh => a.cosh(),
-        Func::Tanh => a.tanh(),
-        Func::Asinh => a.asinh(),
-        Func::Acosh => a.acosh(),
-        Func::Atanh => a.atanh(),
-        Func::Pow => a.powf(b),
-        Func::Hypot => a.hypot(b),
-        Func::Fabs => a.abs(),
-        Func::Fmax => a.max(b),
-        Func::Fmin => a.min(b),
-        Func::Copysign => a.copysign(b),
-        Func::Erf | Func::Erfc => call_f64(f, f64::from(a), 0.0) as f32,
-        Func::Floor => a.floor(),
-        Func::Ceil => a.ceil(),
-        Func::Round => a.round(),
-        Func::Trunc => a.trunc(),
-    }
-}
-
-/// The function of [`super::math`] that computes `f`, where it has one.
-fn vectorized(f: Func) -> Option<MathFn> {
-    Some(match f {
-        Func::Exp => MathFn::Exp,
-        Func::Expm1 => MathFn::ExpM1,
-        Func::Log => MathFn::Ln,
-        Func::Log1p => MathFn::Ln1p,
-        Func::Tanh => MathFn::Tanh,
-        Func::Sqrt => MathFn::Sqrt,
-        Func::Erf => MathFn::Erf,
-        _ => return None,
-    })
-}
-
 /// An output buffer shared by the tasks, each writing its own range.
 struct Shared<T>(*mut MaybeUninit<T>);
 
@@ -186,13 +40,60 @@ unsafe impl<T: Send> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Shared<T> {}
 
-/// Runs `program` over `n` elements of `inputs` with `params`: one buffer per output.
-pub(crate) fn run<T: ExprFloat>(
+/// A float type the host runs bodies in: [`ExprFloat`], which [`super::jit`] also compiles
+/// for where the crate has that feature.
+#[cfg(feature = "jit")]
+pub(crate) trait HostFloat: super::jit::JitFloat {}
+/// A float type the host runs bodies in.
+#[cfg(not(feature = "jit"))]
+pub(crate) trait HostFloat: ExprFloat {}
+
+impl HostFloat for f32 {}
+impl HostFloat for f64 {}
+
+/// Runs `program` over `n` elements of `inputs` with `params`: one buffer per output. The
+/// compiled code of [`super::jit`] runs it where `KUSARI_HOST_JIT`'s policy has compiled it, the
+/// interpreter otherwise.
+pub(crate) fn run<T: HostFloat>(
     op: &'static str,
     program: &Program,
     inputs: &[Operand<'_, T>],
     params: &[T],
     n: usize,
+) -> Result<Vec<Vec<T>>> {
+    #[cfg(feature = "jit")]
+    return run_with(op, program, inputs, params, n, super::jit::policy());
+    #[cfg(not(feature = "jit"))]
+    run_interpreted(op, program, inputs, params, n)
+}
+
+/// [`run`] under the compile `policy`.
+#[cfg(feature = "jit")]
+pub(crate) fn run_with<T: HostFloat>(
+    op: &'static str,
+    program: &Program,
+    inputs: &[Operand<'_, T>],
+    params: &[T],
+    n: usize,
+    policy: super::jit::Policy,
+) -> Result<Vec<Vec<T>>> {
+    let scalar: Vec<bool> = inputs
+        .iter()
+        .map(|i| matches!(i, Operand::Scalar(_)))
+        .collect();
+    match super::jit::kernel::<T>(program, &scalar, n, policy) {
+        Some(k) => run_compiled(op, program, &k, inputs, params, n),
+        None => run_interpreted(op, program, inputs, params, n),
+    }
+}
+
+/// `n` fresh elements for each output of `program`, filled by `task(chunk, outputs)` over the
+/// chunks of [`CHUNK`] elements, in parallel where `n` is large enough.
+fn run_chunks<T: ExprFloat>(
+    op: &'static str,
+    program: &Program,
+    n: usize,
+    task: impl Fn(usize, &[Shared<T>]) + Sync + Send,
 ) -> Result<Vec<Vec<T>>> {
     let mut outputs: Vec<Vec<T>> = (0..program.outputs.len())
         .map(|_| -> Result<Vec<T>> { Ok(super::pool::alloc(op, n)?) })
@@ -201,7 +102,131 @@ pub(crate) fn run<T: ExprFloat>(
         .iter_mut()
         .map(|o| Shared(o.spare_capacity_mut().as_mut_ptr()))
         .collect();
-    let task = |chunk: usize| {
+    let chunks = n.div_ceil(CHUNK);
+    // A body of several instructions costs more an element than one op: split sooner.
+    if n >= PAR_MIN / program.instrs.len().max(1) {
+        super::threads::start();
+        (0..chunks).into_par_iter().for_each(|c| task(c, &shared));
+    } else {
+        (0..chunks).for_each(|c| task(c, &shared));
+    }
+    for o in &mut outputs {
+        // SAFETY: the tasks wrote every element of [0, n).
+        unsafe { o.set_len(n) };
+    }
+    Ok(outputs)
+}
+
+/// [`run`] by the compiled code `kernel`: over each chunk at once where the code makes no calls
+/// and no input repeats, else over blocks of [`LANES`]; the last elements that do not fill a
+/// vector through padded copies.
+#[cfg(feature = "jit")]
+fn run_compiled<T: ExprFloat>(
+    op: &'static str,
+    program: &Program,
+    kernel: &super::jit::Kernel,
+    inputs: &[Operand<'_, T>],
+    params: &[T],
+    n: usize,
+) -> Result<Vec<Vec<T>>> {
+    let scalars: Vec<T> = inputs
+        .iter()
+        .map(|i| match *i {
+            Operand::Scalar(v) => v,
+            _ => T::default(),
+        })
+        .chain(params.iter().copied())
+        .collect();
+    let cycles = inputs.iter().any(|i| matches!(i, Operand::Cycle(_)));
+    let step = if kernel.calls || cycles { LANES } else { CHUNK };
+    let (ni, no, lanes) = (inputs.len(), program.outputs.len(), kernel.lanes);
+    run_chunks(op, program, n, |chunk, outs| {
+        let start = chunk * CHUNK;
+        let end = (start + CHUNK).min(n);
+        let mut buffers = vec![[T::default(); LANES]; kernel.buffers];
+        let mut repeated = vec![[T::default(); LANES]; if cycles { ni } else { 0 }];
+        let mut ptrs: Vec<*mut T> = vec![std::ptr::null_mut(); ni + no + kernel.buffers];
+        for (p, b) in ptrs[ni + no..].iter_mut().zip(&mut buffers) {
+            *p = b.as_mut_ptr();
+        }
+        let mut s = start;
+        while s < end {
+            let e = (s + step).min(end);
+            let m = e - s;
+            for (k, input) in inputs.iter().enumerate() {
+                ptrs[k] = match *input {
+                    Operand::Slice(x) => x[s..e].as_ptr().cast_mut(),
+                    Operand::Scalar(_) => std::ptr::null_mut(),
+                    Operand::Cycle(c) => {
+                        fill_cycle(c, s, &mut repeated[k][..m]);
+                        repeated[k].as_mut_ptr()
+                    }
+                };
+            }
+            for (p, o) in ptrs[ni..ni + no].iter_mut().zip(outs) {
+                // SAFETY: `s < n`, within the buffer.
+                *p = unsafe { o.0.add(s) }.cast();
+            }
+            let whole = m - m % lanes;
+            if whole > 0 {
+                // SAFETY: each pointer holds `m >= whole` elements (the buffers `LANES`, and
+                // `whole <= LANES` where the code calls or an input repeats); this task alone
+                // writes the outputs' range [s, e) and its own buffers.
+                unsafe { kernel.run(&ptrs, &scalars, whole) };
+            }
+            if whole < m {
+                // The last elements, through copies padded to one vector.
+                let rest = m - whole;
+                let mut pad_in = vec![[T::default(); 8]; ni];
+                let mut pad_out = vec![[T::default(); 8]; no];
+                let mut tail = ptrs.clone();
+                for k in 0..ni {
+                    if !ptrs[k].is_null() {
+                        // SAFETY: the input's pointer holds `m` elements.
+                        let src = unsafe { std::slice::from_raw_parts(ptrs[k].add(whole), rest) };
+                        pad_in[k][..rest].copy_from_slice(src);
+                        tail[k] = pad_in[k].as_mut_ptr();
+                    }
+                }
+                for (o, p) in pad_out.iter_mut().enumerate() {
+                    tail[ni + o] = p.as_mut_ptr();
+                }
+                // SAFETY: as above, over one vector (`lanes <= 8`) of the padded copies.
+                unsafe { kernel.run(&tail, &scalars, lanes) };
+                for (p, o) in pad_out.iter().zip(outs) {
+                    // SAFETY: `s + whole + rest = e <= n`; this task writes [s, e).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(p.as_ptr(), o.0.add(s + whole).cast(), rest)
+                    };
+                }
+            }
+            s = e;
+        }
+    })
+}
+
+/// The elements `[s, s + dst.len())` of the repetition of `c` into `dst`.
+fn fill_cycle<T: Copy>(c: &[T], s: usize, dst: &mut [T]) {
+    let m = dst.len();
+    let mut at = s % c.len();
+    let mut k = 0;
+    while k < m {
+        let take = (c.len() - at).min(m - k);
+        dst[k..k + take].copy_from_slice(&c[at..at + take]);
+        k += take;
+        at = 0;
+    }
+}
+
+/// [`run`] by the interpreter.
+pub(crate) fn run_interpreted<T: ExprFloat>(
+    op: &'static str,
+    program: &Program,
+    inputs: &[Operand<'_, T>],
+    params: &[T],
+    n: usize,
+) -> Result<Vec<Vec<T>>> {
+    run_chunks(op, program, n, |chunk, shared| {
         let start = chunk * CHUNK;
         let end = (start + CHUNK).min(n);
         let mut regs: Vec<[T; LANES]> = vec![[T::default(); LANES]; program.instrs.len()];
@@ -223,49 +248,7 @@ pub(crate) fn run<T: ExprFloat>(
                 s = e;
             }
         });
-    };
-    let chunks = n.div_ceil(CHUNK);
-    // A body of several instructions costs more an element than one op: split sooner.
-    if n >= PAR_MIN / program.instrs.len().max(1) {
-        super::threads::start();
-        (0..chunks).into_par_iter().for_each(task);
-    } else {
-        (0..chunks).for_each(task);
-    }
-    for o in &mut outputs {
-        // SAFETY: the tasks wrote every element of [0, n).
-        unsafe { o.set_len(n) };
-    }
-    Ok(outputs)
-}
-
-/// `f` over a block by the standard library: the functions that are a few instructions
-/// (`fmax`, `fabs`, `floor`, ...) in loops of their own, which vectorize; the others element
-/// by element.
-#[inline(always)]
-fn call_block<T: ExprFloat>(f: Func, a: &[T], b: &[T], dst: &mut [T]) {
-    let unary = |dst: &mut [T], g: fn(T) -> T| {
-        dst.iter_mut().zip(a).for_each(|(d, &x)| *d = g(x));
-    };
-    let binary = |dst: &mut [T], g: fn(T, T) -> T| {
-        dst.iter_mut()
-            .zip(a.iter().zip(b))
-            .for_each(|(d, (&x, &y))| *d = g(x, y));
-    };
-    match f {
-        Func::Fmax => binary(dst, T::max),
-        Func::Fmin => binary(dst, T::min),
-        Func::Copysign => binary(dst, T::copysign),
-        Func::Fabs => unary(dst, T::abs),
-        Func::Floor => unary(dst, T::floor),
-        Func::Ceil => unary(dst, T::ceil),
-        Func::Round => unary(dst, T::round),
-        Func::Trunc => unary(dst, T::trunc),
-        _ => dst
-            .iter_mut()
-            .zip(a.iter().zip(b))
-            .for_each(|(d, (&x, &y))| *d = T::call(f, x, y)),
-    }
+    })
 }
 
 /// Computes the elements `[s, e)` (at most [`LANES`]) into `regs`. Inlined into the task's
@@ -302,16 +285,7 @@ fn block<'a, T: ExprFloat>(
             Instr::Input(k) => match inputs[k] {
                 Operand::Slice(_) => unreachable!("read in place above"),
                 Operand::Scalar(v) => dst.fill(v),
-                Operand::Cycle(c) => {
-                    let mut at = s % c.len();
-                    let mut k = 0;
-                    while k < m {
-                        let take = (c.len() - at).min(m - k);
-                        dst[k..k + take].copy_from_slice(&c[at..at + take]);
-                        k += take;
-                        at = 0;
-                    }
-                }
+                Operand::Cycle(c) => fill_cycle(c, s, dst),
             },
             Instr::Param(k) => dst.fill(params[k]),
             Instr::Lit(v) => dst.fill(T::from_f64(v)),

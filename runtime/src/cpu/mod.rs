@@ -6,7 +6,10 @@ mod batch_norm;
 mod conv;
 mod elementwise;
 pub(crate) mod expr;
+mod expr_float;
 mod index;
+#[cfg(feature = "jit")]
+pub(crate) mod jit;
 mod linalg;
 mod math;
 mod ops;
