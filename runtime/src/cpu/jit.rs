@@ -200,7 +200,24 @@ pub(crate) fn kernel<T: JitFloat>(
         }
     }
     slot.kernel
-        .get_or_init(|| compile::<T>(program, scalar).ok())
+        .get_or_init(|| {
+            // A panic inside Cranelift (an assertion of its own) is a failed compile here, not
+            // the caller's panic: the interpreter runs the body.
+            let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                compile::<T>(program, scalar)
+            }))
+            .unwrap_or_else(|_| Err("Cranelift panicked".to_string()));
+            compiled
+                .map_err(|e| {
+                    tracing::warn!(
+                        target: "kusari::jit",
+                        "the host could not compile a body ({} instructions), which the \
+                         interpreter runs instead: {e}",
+                        program.instrs.len()
+                    )
+                })
+                .ok()
+        })
         .as_ref()?;
     Some(Compiled(slot))
 }
@@ -1008,6 +1025,30 @@ mod tests {
             agree::<f32>(&prog, inputs, params, n, &mut rng);
             agree::<f64>(&prog, inputs, params, n, &mut rng);
         }
+    }
+
+    #[test]
+    fn threads_that_run_one_body_at_once_get_the_interpreters_results_from_one_kernel() {
+        // A body no other test runs, so that the threads race to compile it.
+        let prog = program(2, 0, 1, "y0 = fmax(x0, x1) * 0.987654321 - x1");
+        let x: Vec<f64> = (0..5003).map(|i| (i as f64 * 0.37).sin()).collect();
+        let a: Vec<f64> = (0..5003).map(|i| (i as f64 * 0.11).cos()).collect();
+        let inputs = [Operand::Slice(&x), Operand::Slice(&a)];
+        let want = run_interpreted("test", &prog, &inputs, &[], x.len()).unwrap();
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| run_with("test", &prog, &inputs, &[], x.len(), Policy::Eager)))
+                .collect();
+            for r in runs {
+                assert_eq!(r.join().unwrap().unwrap(), want);
+            }
+        });
+        let key = key::<f64>(&prog, &[false, false]);
+        let cache = CACHE.get().unwrap().read().unwrap();
+        assert!(
+            cache[&key].kernel.get().unwrap().is_some(),
+            "compiled once, kept"
+        );
     }
 
     #[test]
