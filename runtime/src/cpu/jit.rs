@@ -181,7 +181,15 @@ pub(crate) fn kernel<T: JitFloat>(
     let key = key::<T>(program, scalar);
     let cache = CACHE.get_or_init(Default::default);
     let slot = {
-        let found = cache.read().ok()?.get(&key).cloned();
+        let found = {
+            let map = cache.read().ok()?;
+            match map.get(&key) {
+                Some(s) => Some(s.clone()),
+                // A full cache: the interpreter, without taking the write lock at each call.
+                None if map.len() >= MAX_KERNELS => return None,
+                None => None,
+            }
+        };
         match found {
             Some(s) => s,
             None => {
