@@ -77,31 +77,30 @@ fn bench(c: &mut Criterion) {
         ),
         ("tanh_unfused", Box::new(|| tanh(&xa()).expect("unfused"))),
     ];
+    // `x + a` as a one-function body through the same executor: what the executor itself
+    // costs beside the array op (the compiled tier, once warm, or the interpreter with
+    // `KUSARI_HOST_JIT=0`).
+    let add_fused: FusedFn = fuse("add", |v: &[Variable]| &v[0] + &v[1]);
+    let add_fused_run: Run<'_> = Box::new(|| add_fused.apply(&[&x, &a]).expect("fused"));
+    // One call of each work, which criterion's rows and the paired ratios below both time.
+    let add = || black_box(x.array().add(a.array()).expect("add"));
+    let fwd_of = |run: &Run<'_>| {
+        let _off = no_backprop_mode();
+        black_box(run())
+    };
+    let fwdbwd_of = |run: &Run<'_>| {
+        let y = run();
+        black_box(grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad"))
+    };
     let mut fwd = c.benchmark_group("fuse_f32_16M_fwd");
     fwd.sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
     for (name, run) in &rows {
-        fwd.bench_function(*name, |bench| {
-            bench.iter(|| {
-                let _off = no_backprop_mode();
-                black_box(run())
-            })
-        });
+        fwd.bench_function(*name, |bench| bench.iter(|| fwd_of(run)));
     }
-    fwd.bench_function("add", |bench| {
-        bench.iter(|| black_box(x.array().add(a.array()).expect("add")))
-    });
-    // `x + a` as a one-function body through the same executor: what the executor itself
-    // costs beside the array op (the compiled tier, once warm, or the interpreter with
-    // `KUSARI_HOST_JIT=0`).
-    let add_fused: FusedFn = fuse("add", |v: &[Variable]| &v[0] + &v[1]);
-    fwd.bench_function("add_fused", |bench| {
-        bench.iter(|| {
-            let _off = no_backprop_mode();
-            black_box(add_fused.apply(&[&x, &a]).expect("fused"))
-        })
-    });
+    fwd.bench_function("add", |bench| bench.iter(add));
+    fwd.bench_function("add_fused", |bench| bench.iter(|| fwd_of(&add_fused_run)));
     fwd.bench_function("tanh_alone", |bench| {
         bench.iter(|| black_box(x.array().tanh().expect("tanh")))
     });
@@ -112,51 +111,33 @@ fn bench(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(5));
     for (name, run) in &rows {
-        fwdbwd.bench_function(*name, |bench| {
-            bench.iter(|| {
-                let y = run();
-                black_box(grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad"))
-            })
-        });
+        fwdbwd.bench_function(*name, |bench| bench.iter(|| fwdbwd_of(run)));
     }
-    fwdbwd.bench_function("add", |bench| {
-        bench.iter(|| black_box(x.array().add(a.array()).expect("add")))
-    });
+    fwdbwd.bench_function("add", |bench| bench.iter(add));
     fwdbwd.finish();
 
     // Paired ratios: each row and `add` timed alternately, call by call, so that the machine's
     // drift (this one's memory bandwidth moves by ±20 % from minute to minute) cancels out of
     // the ratio, where criterion's rows, timed seconds apart, do not share it.
-    let add = || {
-        black_box(x.array().add(a.array()).expect("add"));
-    };
-    let fwd_of = |run: &Run<'_>| {
-        let _off = no_backprop_mode();
-        black_box(run());
-    };
-    let fwdbwd_of = |run: &Run<'_>| {
-        let y = run();
-        black_box(grad(&[&y], &[&x, &a], &[&gy], GradOptions::default()).expect("grad"));
-    };
     for (name, run) in &rows {
         let (lo, mid, hi) = paired(|| fwd_of(run), add, 1.0);
         println!("summary fuse fwd {name}: ÷ bound {mid:.2} (pairs {lo:.2}–{hi:.2})");
         let (lo, mid, hi) = paired(|| fwdbwd_of(run), add, 8.0 / 3.0);
         println!("summary fuse fwdbwd {name}: ÷ bound {mid:.2} (pairs {lo:.2}–{hi:.2})");
     }
-    let add_fused_run: Run<'_> = Box::new(|| add_fused.apply(&[&x, &a]).expect("fused"));
     let (lo, mid, hi) = paired(|| fwd_of(&add_fused_run), add, 1.0);
     println!("summary fuse fwd add_fused: ÷ add {mid:.2} (pairs {lo:.2}–{hi:.2})");
 }
 
 /// `f`'s time over `g`'s times `scale`, timed alternately over 15 pairs (after one warm-up
 /// pair): the lowest, median and highest ratio.
-fn paired(mut f: impl FnMut(), mut g: impl FnMut(), scale: f64) -> (f64, f64, f64) {
+fn paired<A, B>(mut f: impl FnMut() -> A, mut g: impl FnMut() -> B, scale: f64) -> (f64, f64, f64) {
     let time = |h: &mut dyn FnMut()| {
         let t = std::time::Instant::now();
         h();
         t.elapsed().as_secs_f64()
     };
+    let (mut f, mut g) = (|| drop(f()), || drop(g()));
     time(&mut f);
     time(&mut g);
     let mut r: Vec<f64> = (0..15)

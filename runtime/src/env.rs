@@ -43,16 +43,15 @@ pub(crate) enum HostJit {
 /// When `KUSARI_HOST_JIT` says the host compiles expression bodies.
 #[cfg(feature = "jit")]
 pub(crate) fn host_jit() -> HostJit {
-    use HostJit as Policy;
     match std::env::var(HOST_JIT)
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase()
         .as_str()
     {
-        "0" | "off" | "false" | "no" => Policy::Off,
-        "eager" => Policy::Eager,
-        _ => Policy::Tiered,
+        "0" | "off" | "false" | "no" => HostJit::Off,
+        "eager" => HostJit::Eager,
+        _ => HostJit::Tiered,
     }
 }
 

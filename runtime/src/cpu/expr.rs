@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::elementwise::{PAR_MIN, wide};
 pub(crate) use super::expr_float::ExprFloat;
-use super::expr_float::{call_block, vectorized};
+use super::expr_float::call_into;
 use crate::error::Result;
 
 /// Elements a block computes each instruction over.
@@ -77,6 +77,9 @@ pub(crate) fn run_with<T: HostFloat>(
     n: usize,
     policy: super::jit::Policy,
 ) -> Result<Vec<Vec<T>>> {
+    if !super::jit::considers(n, policy) {
+        return run_interpreted(op, program, inputs, params, n);
+    }
     let scalar: Vec<bool> = inputs
         .iter()
         .map(|i| matches!(i, Operand::Scalar(_)))
@@ -327,15 +330,7 @@ fn block<'a, T: ExprFloat>(
                     .zip(c.iter().zip(a.iter().zip(b)))
                     .for_each(|(d, (&c, (&x, &y)))| *d = if c != zero { x } else { y });
             }
-            Instr::Call(f, [a, b]) => match vectorized(f) {
-                Some(math) => {
-                    // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the math loops write an
-                    // initialised value to every element of `dst`, never an uninitialised one.
-                    let out = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
-                    T::math(math, reg(a), out);
-                }
-                None => call_block(f, reg(a), reg(b), dst),
-            },
+            Instr::Call(f, [a, b]) => call_into(f, reg(a), reg(b), dst),
             Instr::Cast(TypeKind::Integer, a) => dst
                 .iter_mut()
                 .zip(reg(a))

@@ -141,7 +141,7 @@ fn call_f32(f: Func, a: f32, b: f32) -> f32 {
 }
 
 /// The function of [`super::math`] that computes `f`, where it has one.
-pub(crate) fn vectorized(f: Func) -> Option<MathFn> {
+fn vectorized(f: Func) -> Option<MathFn> {
     Some(match f {
         Func::Exp => MathFn::Exp,
         Func::Expm1 => MathFn::ExpM1,
@@ -154,11 +154,27 @@ pub(crate) fn vectorized(f: Func) -> Option<MathFn> {
     })
 }
 
+/// `f(a, b)` over a block into `dst` (`b` unused for a function of one argument): the
+/// vectorized loops of [`super::math`] for the functions that have them, else
+/// [`call_block`]. What both tiers of the executor run for a call.
+#[inline(always)]
+pub(crate) fn call_into<T: ExprFloat>(f: Func, a: &[T], b: &[T], dst: &mut [T]) {
+    match vectorized(f) {
+        Some(math) => {
+            // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the math loops write an
+            // initialised value to every element of `dst`, never an uninitialised one.
+            let out = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
+            T::math(math, a, out);
+        }
+        None => call_block(f, a, b, dst),
+    }
+}
+
 /// `f` over a block by the standard library: the functions that are a few instructions
 /// (`fmax`, `fabs`, `floor`, ...) in loops of their own, which vectorize; the others element
 /// by element.
 #[inline(always)]
-pub(crate) fn call_block<T: ExprFloat>(f: Func, a: &[T], b: &[T], dst: &mut [T]) {
+fn call_block<T: ExprFloat>(f: Func, a: &[T], b: &[T], dst: &mut [T]) {
     let unary = |dst: &mut [T], g: fn(T) -> T| {
         dst.iter_mut().zip(a).for_each(|(d, &x)| *d = g(x));
     };

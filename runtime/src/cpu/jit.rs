@@ -27,14 +27,14 @@
 //! stays with the interpreter.
 
 use std::collections::HashMap;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, Type, UserFuncName, Value, types,
+    AbiParam, Endianness, InstBuilder, MemFlagsData, SigRef, Signature, Type, UserFuncName, Value,
+    types,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -42,7 +42,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
 use kusari_kernels::expr::{BinaryOp, Func, Instr, Program, TypeKind, UnaryOp};
 
-use super::expr_float::{ExprFloat, call_block, vectorized};
+use super::expr_float::{ExprFloat, call_into};
 
 /// Elements the programs of one body must have computed, on the interpreter, before it is
 /// compiled (a compile takes about a millisecond, the time the interpreter takes for some
@@ -83,15 +83,7 @@ extern "C" fn call_ext<T: ExprFloat>(f: u32, a: *const T, b: *const T, dst: *mut
             std::slice::from_raw_parts_mut(dst, m),
         )
     };
-    let f = Func::ALL[f as usize];
-    match vectorized(f) {
-        Some(math) => {
-            // SAFETY: `MaybeUninit<T>` has `T`'s layout, and `math` writes every element.
-            let out = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
-            T::math(math, a, out);
-        }
-        None => call_block(f, a, b, dst),
-    }
+    call_into(Func::ALL[f as usize], a, b, dst);
 }
 
 impl JitFloat for f32 {
@@ -159,11 +151,25 @@ static CACHE: OnceLock<RwLock<HashMap<Vec<u64>, Arc<Slot>>>> = OnceLock::new();
 /// Elements below which a call under [`Policy::Tiered`] neither counts nor runs compiled code.
 const SMALL: usize = 1 << 12;
 
+/// Bytes a vector of the compiled code holds (Cranelift's x86 backend has 128-bit vectors).
+const VECTOR_BYTES: usize = 16;
+
 /// Vectors an iteration of a compiled loop computes.
 const UNROLL: usize = 2;
 
 /// Bodies the process compiles at most; later ones stay with the interpreter.
 const MAX_KERNELS: usize = 4096;
+
+/// Whether a call of `n` elements under `policy` looks for compiled code at all. Under the
+/// tiered policy a call of few elements is left to the interpreter uncounted: its time is the
+/// call's overhead, which the cache's lookup would only add to.
+pub(crate) fn considers(n: usize, policy: Policy) -> bool {
+    match policy {
+        Policy::Off => false,
+        Policy::Tiered => n >= SMALL,
+        Policy::Eager => true,
+    }
+}
 
 /// The compiled code for `program` with inputs `scalar` (true for one read as a scalar), in
 /// `T`, under `policy`: `None` while the interpreter should run it, for `n` more elements.
@@ -173,9 +179,7 @@ pub(crate) fn kernel<T: JitFloat>(
     n: usize,
     policy: Policy,
 ) -> Option<Compiled> {
-    // Under the tiered policy a call of few elements is left to the interpreter uncounted: its
-    // time is the call's overhead, which the cache's lookup would only add to.
-    if policy == Policy::Off || (policy == Policy::Tiered && n < SMALL) {
+    if !considers(n, policy) {
         return None;
     }
     let key = key::<T>(program, scalar);
@@ -344,8 +348,8 @@ pub(crate) fn compile<T: JitFloat>(program: &Program, scalar: &[bool]) -> Result
         // SAFETY: `code` is the function just defined with `Entry`'s signature.
         entry: unsafe { std::mem::transmute::<*const u8, Entry>(code) },
         buffers: plan.buffers,
-        calls: plan.calls,
-        lanes: 16 / size_of::<T>(),
+        calls: !plan.calls_at.is_empty(),
+        lanes: VECTOR_BYTES / size_of::<T>(),
     })
 }
 
@@ -362,7 +366,6 @@ struct Plan {
     /// For each segment, the constant registers it writes to their buffers (call operands).
     fills: Vec<Vec<usize>>,
     buffers: usize,
-    calls: bool,
 }
 
 impl Plan {
@@ -444,7 +447,6 @@ impl Plan {
             buffer,
             fills,
             buffers,
-            calls: !calls_at.is_empty(),
             calls_at,
         }
     }
@@ -458,7 +460,8 @@ struct Compiler<'a, T> {
     scalar: &'a [bool],
     plan: &'a Plan,
     ptr: Type,
-    call_sig: Signature,
+    /// The signature of [`JitFloat::CALL`], imported once.
+    call_sig: SigRef,
     target: cranelift_codegen::isa::TargetFrontendConfig,
     /// Per register: its pointer (an input's or a buffer's), or its splat (a constant).
     base: Vec<Option<Value>>,
@@ -474,7 +477,7 @@ struct Compiler<'a, T> {
 
 impl<'a, T: JitFloat> Compiler<'a, T> {
     fn new(
-        b: FunctionBuilder<'a>,
+        mut b: FunctionBuilder<'a>,
         program: &'a Program,
         scalar: &'a [bool],
         plan: &'a Plan,
@@ -489,6 +492,7 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
             AbiParam::new(ptr),
             AbiParam::new(ptr),
         ]);
+        let call_sig = b.import_signature(call_sig);
         let n = program.instrs.len();
         Compiler {
             b,
@@ -526,7 +530,7 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
         self.one = self.vconst(1.0);
         for (r, i) in self.program.instrs.iter().enumerate() {
             match *i {
-                Instr::Input(k) if !self.is_scalar(k) => {
+                Instr::Input(k) if !self.scalar[k] => {
                     let p = self.b.ins().load(self.ptr, flags, ptrs, word * k as i32);
                     self.base[r] = Some(p);
                 }
@@ -547,11 +551,9 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
             }
             if let Some(k) = self.plan.buffer[r] {
                 let at = word * (inputs + n_out + k) as i32;
-                let p = self.b.ins().load(self.ptr, flags, ptrs, at);
-                // A buffer replaces nothing an input reads in place.
-                if self.base[r].is_none() {
-                    self.base[r] = Some(p);
-                }
+                // Only registers with no pointer of their own have one: an input read in
+                // place never needs a buffer (`Plan::new`).
+                self.base[r] = Some(self.b.ins().load(self.ptr, flags, ptrs, at));
             }
         }
         for o in 0..n_out {
@@ -571,10 +573,6 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
         self.b.finalize(self.target);
     }
 
-    fn is_scalar(&self, k: usize) -> bool {
-        self.scalar[k]
-    }
-
     fn vconst(&mut self, v: f64) -> Value {
         let c = T::constant(&mut self.b, v);
         self.b.ins().splat(T::VECTOR, c)
@@ -585,7 +583,6 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
         let Instr::Call(f, [a, b]) = self.program.instrs[r] else {
             unreachable!("calls_at holds calls")
         };
-        let sig = self.b.import_signature(self.call_sig.clone());
         let callee = self.b.ins().iconst(self.ptr, T::CALL as usize as i64);
         let fi = self.b.ins().iconst(types::I32, i64::from(func_index(f)));
         let pa = self.base[a].expect("a call's operand has a pointer");
@@ -598,7 +595,7 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
         let m = self.elements;
         self.b
             .ins()
-            .call_indirect(sig, callee, &[fi, pa, pb, dst, m]);
+            .call_indirect(self.call_sig, callee, &[fi, pa, pb, dst, m]);
     }
 
     /// The loops of segment `s`: its instructions over the `m` elements, [`UNROLL`] vectors an
@@ -622,7 +619,7 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
             self.b.ins().jump(head, &[off.into()]);
             self.b.switch_to_block(head);
             let at = self.b.block_params(head)[0];
-            let end = self.b.ins().iadd_imm_u(at, 16 * unroll as i64);
+            let end = self.b.ins().iadd_imm_u(at, (VECTOR_BYTES * unroll) as i64);
             let more = self
                 .b
                 .ins()
@@ -630,7 +627,7 @@ impl<'a, T: JitFloat> Compiler<'a, T> {
             self.b.ins().brif(more, body, &[], exit, &[at.into()]);
             self.b.switch_to_block(body);
             for k in 0..unroll {
-                let o = self.b.ins().iadd_imm_u(at, 16 * k as i64);
+                let o = self.b.ins().iadd_imm_u(at, (VECTOR_BYTES * k) as i64);
                 self.iteration(s, &regs, last, o);
             }
             self.b.ins().jump(head, &[end.into()]);
