@@ -90,7 +90,17 @@ use proc_macro::TokenStream;
 ///   is this elementwise body, and has no `forward` (below);
 /// - `formula = "x * c"`: the forward as one expression of the expression language over
 ///   forward's inputs and the op's scalar fields, for an op of one output, which
-///   `kusari::fuse` inlines (`FunctionNode::formula`); checked at compile time.
+///   `kusari::fuse` inlines (`FunctionNode::formula`); checked at compile time. Without a
+///   `backward`, the backward is derived from it (below).
+///
+/// # `formula = ".."` without a `backward`: a derived backward
+///
+/// An op with a `forward` of its own and a `formula` but no `backward` gets the backward
+/// derived from the formula, as a `kernel(..)` op gets it from its body: one fused elementwise
+/// op, differentiable again, reading what the forward keeps, which is derived too (a
+/// `#[retain]` on `forward` is then a compile error). `Op::elementwise_op()` is the formula as
+/// a `kusari::ElementwiseOp`. A formula whose backward cannot be derived is a compile error at
+/// the string.
 ///
 /// The typed `Op.apply((&x, ..))` shadows the trait's slice form `FunctionNode::apply(&[..])`;
 /// the untyped form stays available as `kusari::apply(op, &[..])`. A node is applied once:

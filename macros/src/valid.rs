@@ -172,6 +172,29 @@ fn check_formula(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>, formula: &Li
     let parts = crate::expand::FormulaParts::of(forward, &formula.value());
     let result = OpBody::new(&parts.inputs, &parts.output, &parts.params_sig, &parts.body);
     match result {
+        Ok(op) if crate::expand::derives_from_formula(node, forward) => {
+            if let Err(e) = op.derive() {
+                cx.error_spanned_by(
+                    formula,
+                    format!(
+                        "formula: without a `backward` the op's backward is derived from its formula, which cannot be: {}",
+                        e.render(&parts.body)
+                    ),
+                );
+            }
+            let retain = &forward.retain;
+            if let Some(at) = retain
+                .inputs
+                .first()
+                .map(|r| r.ident.to_token_stream())
+                .or_else(|| retain.outputs.first().map(ToTokens::to_token_stream))
+            {
+                cx.error_spanned_by(
+                    at,
+                    "#[retain] with a backward derived from the formula: what the op keeps is derived too (exactly what the derivative reads); remove #[retain], or write a `backward`",
+                );
+            }
+        }
         Ok(_) => {}
         Err(OpError::Body(e)) => {
             // The error's span is in `out = <formula>;`: shift it back into the formula.
@@ -405,8 +428,9 @@ fn check_backward(cx: &Ctxt, node: &Node<'_>, forward: &Forward<'_>) {
             );
             return;
         }
-        // The backward of an op declared by `kernel(..)` is derived from its body.
-        (None, None) if forward.func.is_none() => return,
+        // The backward of an op declared by `kernel(..)` is derived from its body, that of an
+        // op with a `formula` from the formula.
+        (None, None) if forward.func.is_none() || node.options.formula.is_some() => return,
         (None, None) => {
             cx.error_spanned_by(
                 &node.item.self_ty,

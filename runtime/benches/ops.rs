@@ -5,7 +5,8 @@
 //! and float64:
 //!
 //! - `ops_{f32,f64}_fwd`: the array operation alone (`Array::exp`, `&x * &w`, `Array::sum`,
-//!   ...; softmax and its loss through their functions with backprop off).
+//!   ...; softmax, its loss and the activations `gelu`, `elu`, `leaky_relu` through their
+//!   functions with backprop off).
 //! - `ops_{f32,f64}_fwdbwd`: the differentiable function on a `Variable`, its sum, and the
 //!   backward pass: `F::sum(&F::exp(&x)?)?.backward()`.
 //! - `ops_matmul`: `a @ b` at an MLP's shape (64×784 · 784×256), the square one
@@ -173,6 +174,29 @@ const OPS: &[Op] = &[
         second: Second::None,
         array: |a, _| a.relu(),
         var: |a, _| F::relu(a),
+    },
+    // The activations, one node each with a derived backward; their forward rows run the
+    // function with backprop off.
+    Op {
+        name: "gelu",
+        range: (-3.0, 3.0),
+        second: Second::None,
+        array: |a, _| no_graph(|| F::gelu(&Variable::new(a.clone()))),
+        var: |a, _| F::gelu(a),
+    },
+    Op {
+        name: "elu",
+        range: (-3.0, 3.0),
+        second: Second::None,
+        array: |a, _| no_graph(|| F::elu(&Variable::new(a.clone()), 1.0)),
+        var: |a, _| F::elu(a, 1.0),
+    },
+    Op {
+        name: "leaky_relu",
+        range: (-1.0, 1.0),
+        second: Second::None,
+        array: |a, _| no_graph(|| F::leaky_relu(&Variable::new(a.clone()), 0.2)),
+        var: |a, _| F::leaky_relu(a, 0.2),
     },
     Op {
         name: "sum",

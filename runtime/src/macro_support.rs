@@ -118,8 +118,16 @@ pub fn body_forward(
     op.node_forward(ctx, inputs, params, derived_retain)
 }
 
-/// The backward of an op declared by `#[function_node(kernel(..))]` without a `backward`:
-/// the one derived from its body.
+/// What the backward derived from an op's `formula = ".."` reads, retained by its forward.
+pub fn formula_retain(op: &ElementwiseOp, ctx: &mut ForwardContext) -> Result<()> {
+    let (inputs, outputs) = op.retained()?;
+    ctx.retain_inputs(inputs);
+    ctx.retain_outputs(outputs);
+    Ok(())
+}
+
+/// The backward of an op declared by `#[function_node(kernel(..))]` or with a `formula = ".."`,
+/// without a `backward`: the one derived from its body or formula.
 pub fn body_backward(
     op: &ElementwiseOp,
     ctx: &BackwardContext<'_>,

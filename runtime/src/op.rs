@@ -132,13 +132,6 @@ binary_op!(
      : (T(0.5) == T(0) && T(-1) < T(0) && b == T(-1)) ? T(0) - a : a / b;",
     |a, b| a.over(b)
 );
-// ReLU's gradient from its output: `gy` where `y > 0`, else 0 (`a = y`, `b = gy`; one pass).
-binary_op!(
-    ReluGrad,
-    "relu_grad",
-    "out = a > T(0) ? b : T(0);",
-    |a, b| if a > T::zero() { b } else { T::zero() }
-);
 // NaN propagates through maximum and minimum, as in NumPy: `a != a` only holds for NaN.
 #[allow(clippy::eq_op)]
 fn is_nan<T: PartialOrd>(a: T) -> bool {
@@ -172,17 +165,6 @@ impl FloatBinaryOp for Pow {
     #[inline(always)]
     fn f<T: FloatElement>(a: T, b: T) -> T {
         a.powf(b)
-    }
-}
-
-/// Tanh's gradient from its output: `gy * (1 - y²)` with `a = y`, `b = gy` (one pass).
-pub(crate) struct TanhGrad;
-impl FloatBinaryOp for TanhGrad {
-    const NAME: &'static str = "tanh_grad";
-    const CUDA: &'static str = "out = b * (T(1) - a * a);";
-    #[inline(always)]
-    fn f<T: FloatElement>(a: T, b: T) -> T {
-        b * (T::one() - a * a)
     }
 }
 

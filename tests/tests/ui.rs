@@ -62,8 +62,8 @@
 //! | `duplicate-link-keys`          | `#[kusari(crate = ..)]` twice, `skip` twice           |
 //!
 //! Ops declared by `#[function_node(kernel(..))]` (the body is the op) and `formula = ".."`,
-//! refused at compile time at the string at fault (`tests/host/body_ops.rs` has the accepted
-//! forms):
+//! refused at compile time at the string at fault (`tests/host/body_ops.rs` and
+//! `tests/host/derived_builtins.rs` have the accepted forms):
 //!
 //! | file                        | what is tried                                             |
 //! |-----------------------------|-----------------------------------------------------------|
@@ -74,6 +74,7 @@
 //! | `body-op-with-forward`      | a `forward` method beside `kernel(..)`                    |
 //! | `body-op-missing-body`      | `kernel(..)` without `body`                               |
 //! | `formula-not-expression`    | `formula = "x[0] * 2"`: indexing                          |
+//! | `formula-derived-with-retain` | `#[retain]` on an op whose backward is derived from its formula |
 //! | `retain-on-backward`        | `#[retain]` on `backward` of an op that has a `forward`   |
 //!
 //! Regenerate the `.stderr` files after a deliberate change of a message with

@@ -155,8 +155,29 @@ impl OpBody {
     /// The backward: the gradient of every input from those of the outputs, derived from the
     /// body ([`derive`](fn@derive)).
     pub fn derive(&self) -> Result<OpBackward, OpError> {
+        let all: Vec<usize> = (0..self.scope.inputs.len()).collect();
+        self.derive_for(&all)
+    }
+
+    /// The backward for the gradients of the inputs `targets` alone (by index, in the order
+    /// given): what a node needs when only some of its inputs want a gradient. It reads no
+    /// more than [`derive`](Self::derive)'s backward.
+    ///
+    /// ```
+    /// use kusari_kernels::expr::OpBody;
+    /// let op = OpBody::new("T a, T b", "T y", "", "y = a * b").unwrap();
+    /// let b = op.derive_for(&[1]).unwrap();
+    /// assert_eq!(b.outputs_sig, "T grad_b");
+    /// assert_eq!(b.body, "grad_b = a * grad_y;\n");
+    /// assert_eq!(b.retain_inputs, [0]);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When a target is not an input's index.
+    pub fn derive_for(&self, targets: &[usize]) -> Result<OpBackward, OpError> {
         let scope = &self.scope;
-        let wrt: Vec<&str> = scope.inputs.iter().map(String::as_str).collect();
+        let wrt: Vec<&str> = targets.iter().map(|&i| scope.inputs[i].as_str()).collect();
         let t = self.placeholder.to_string();
         let d = derive(&self.body, scope, &wrt, &t).map_err(OpError::Body)?;
         let index = |names: &[String], n: &str| names.iter().position(|m| m == n);

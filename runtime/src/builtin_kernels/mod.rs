@@ -14,8 +14,8 @@ use crate::dtype::DType;
 use crate::op::{
     Abs, Add, BinaryOp, CmpOp, Cos, Div, Equal, Erf, Exp, ExpM1, FloatBinaryOp, FloatUnaryOp,
     Greater, GreaterEqual, Less, LessEqual, Log, Log1p, MUL_ADD_CUDA, Maximum, Minimum, Mul, Neg,
-    NotEqual, POW_SCALAR_CUDA, Pow, Relu, ReluGrad, Sigmoid, SigmoidGrad, Sin, Sqrt, Sub, Tanh,
-    TanhGrad, UnaryOp, WHERE_CUDA,
+    NotEqual, POW_SCALAR_CUDA, Pow, Relu, Sigmoid, SigmoidGrad, Sin, Sqrt, Sub, Tanh, UnaryOp,
+    WHERE_CUDA,
 };
 
 pub(crate) fn binary_kernel<O: BinaryOp>() -> ElementwiseDef {
@@ -348,9 +348,7 @@ pub(crate) fn builtin_kernels() -> Vec<(ElementwiseDef, &'static [DType])> {
         )*};
     }
     binary!(Add, Sub, Mul, Div, Maximum, Minimum);
-    all.push((binary_kernel::<ReluGrad>(), NUM));
     all.push((float_binary_kernel::<Pow>(), FLOAT));
-    all.push((float_binary_kernel::<TanhGrad>(), FLOAT));
     all.push((float_binary_kernel::<SigmoidGrad>(), FLOAT));
     all.push((unary_kernel::<Neg>(), NUM));
     all.push((unary_kernel::<Abs>(), NUM));

@@ -2,20 +2,27 @@
 //! swish, GELU, the absolute value and clipping (Chainer's `chainer.functions.activation` and
 //! `F.absolute`, `F.clip`).
 //!
-//! Where a composition of the differentiable functions gives the right first and second
-//! derivatives it is one (leaky ReLU, ELU, swish and GELU are built from `where_`, `expm1`,
-//! `sigmoid` and `erf`); softplus, the absolute value and clipping are nodes of their own whose
-//! backward is again written with differentiable functions. Each refuses a non-float input with
+//! Each is one node. Leaky ReLU, ELU, swish, GELU and the absolute value declare a `formula`, and
+//! their backward is derived from it: one fused kernel, differentiable again to any order.
+//! Leaky ReLU, ELU and GELU run their formula as their forward too (one kernel on CUDA, one pass
+//! of the host executor); swish keeps the array operations `x · sigmoid(βx)`, whose far negative
+//! tail the formula's `0.5 tanh(0.5 z) + 0.5` rounds to 0.
+//! Softplus and clipping keep a backward written with differentiable functions: the derivative
+//! of softplus's overflow-free form has a kink at 0 that `σ(βx)` has not, and clipping's passes
+//! no gradient at a NaN input, where the formula's would. Each refuses a non-float input with
 //! [`Error::UnsupportedDType`] naming it, as Chainer does.
 
 use super::array_ops::expect_float;
-use super::{add_scalar, erf, expm1, mul, mul_scalar, reshape, sigmoid, where_};
+use super::{mul, mul_scalar, reshape, sigmoid, where_};
 use crate::error::{Error, Result};
-use crate::{Array, Variable, function_node};
+use crate::{Array, ElementwiseOp, Scalar, Variable, function_node};
 
-/// The mask `x >= 0` of a variable's values (false for NaN), on its device.
-fn non_negative(x: &Variable) -> Result<Array> {
-    x.array().ge(&x.array().zeros_like()?)
+/// The forward of an activation by its formula: one kernel on CUDA, one pass of the host
+/// executor (compiled once hot), in place of the three to five array operations it takes
+/// otherwise.
+fn formula_forward(op: &ElementwiseOp, x: &Array, params: &[f64]) -> Result<Array> {
+    let params: Vec<Scalar> = params.iter().map(|&p| Scalar::F64(p)).collect();
+    Ok(op.forward(&[x], &params)?.remove(0))
 }
 
 /// A constant zero of `x`'s shape, dtype and device.
@@ -49,7 +56,28 @@ fn finite(op: &str, param: &str, value: f64) -> Result<()> {
 pub fn leaky_relu(x: &Variable, slope: f64) -> Result<Variable> {
     expect_float("leaky_relu", x)?;
     finite("leaky_relu", "slope", slope)?;
-    where_(&non_negative(x)?, x, &mul_scalar(x, slope)?)
+    leaky_relu_node(x, slope)
+}
+
+/// The node of [`leaky_relu`]: its forward is its formula run as one pass, its backward derived
+/// from it.
+struct LeakyRelu {
+    slope: f64,
+}
+
+#[function_node(
+    crate = "crate",
+    name = "leaky_relu_node",
+    formula = "x >= 0 ? x : x * slope"
+)]
+impl LeakyRelu {
+    fn new(slope: f64) -> Self {
+        LeakyRelu { slope }
+    }
+
+    fn forward(&self, x: &Array) -> Result<Array> {
+        formula_forward(LeakyRelu::elementwise_op(), x, &[self.slope])
+    }
 }
 
 /// The exponential linear unit (Chainer's `F.elu(x, alpha=1.0)`): `x` where `x >= 0`,
@@ -67,9 +95,29 @@ pub fn leaky_relu(x: &Variable, slope: f64) -> Result<Variable> {
 pub fn elu(x: &Variable, alpha: f64) -> Result<Variable> {
     expect_float("elu", x)?;
     finite("elu", "alpha", alpha)?;
-    let keep = non_negative(x)?;
-    let negative_part = where_(&keep, &zeros_of(x)?, x)?;
-    where_(&keep, x, &mul_scalar(&expm1(&negative_part)?, alpha)?)
+    elu_node(x, alpha)
+}
+
+/// The node of [`elu`]: its forward is its formula run as one pass, its backward derived from
+/// it; the formula's `fmin` keeps the exponential of a large positive `x` (in the branch not
+/// taken) from being infinite.
+struct Elu {
+    alpha: f64,
+}
+
+#[function_node(
+    crate = "crate",
+    name = "elu_node",
+    formula = "x >= 0 ? x : alpha * expm1(fmin(x, 0))"
+)]
+impl Elu {
+    fn new(alpha: f64) -> Self {
+        Elu { alpha }
+    }
+
+    fn forward(&self, x: &Array) -> Result<Array> {
+        formula_forward(Elu::elementwise_op(), x, &[self.alpha])
+    }
 }
 
 /// The node of [`softplus`].
@@ -167,7 +215,23 @@ pub fn swish(x: &Variable, beta: &Variable) -> Result<Variable> {
     extended.extend_from_slice(bs);
     extended.resize(xs.len(), 1);
     let b = reshape(beta, &extended)?;
-    mul(x, &sigmoid(&mul(&b, x)?)?)
+    swish_node(x, &b)
+}
+
+/// The node of [`swish`] (`beta` reshaped to broadcast against `x`); its backward is derived
+/// from the formula, the sigmoid written as `0.5 tanh(0.5 z) + 0.5`, whose derivative is finite
+/// everywhere.
+struct Swish;
+
+#[function_node(
+    crate = "crate",
+    name = "swish_node",
+    formula = "x * (0.5 * tanh(0.5 * (beta * x)) + 0.5)"
+)]
+impl Swish {
+    fn forward(&self, x: &Array, beta: &Array) -> Result<Array> {
+        x.mul(&beta.mul(x)?.sigmoid()?)
+    }
 }
 
 /// The Gaussian error linear unit (Chainer's `F.gelu(x)`), in its exact form:
@@ -184,16 +248,22 @@ pub fn swish(x: &Variable, beta: &Variable) -> Result<Variable> {
 /// ```
 pub fn gelu(x: &Variable) -> Result<Variable> {
     expect_float("gelu", x)?;
-    let phi = add_scalar(&erf(&mul_scalar(x, std::f64::consts::FRAC_1_SQRT_2)?)?, 1.0)?;
-    mul_scalar(&mul(x, &phi)?, 0.5)
+    gelu_node(x)
 }
 
-/// `sign(x)` (-1, 0 or 1; 0 for NaN) in `x`'s dtype, on its device.
-fn sign(x: &Array) -> Result<Array> {
-    let dtype = x.dtype();
-    let positive = x.gt_scalar(0.0)?.astype(dtype)?;
-    let negative = x.neg()?.gt_scalar(0.0)?.astype(dtype)?;
-    positive.sub(&negative)
+/// The node of [`gelu`]: its forward is its formula run as one pass, its backward derived from
+/// it.
+struct Gelu;
+
+#[function_node(
+    crate = "crate",
+    name = "gelu_node",
+    formula = "x * (erf(x * 0.7071067811865476) + 1) * 0.5"
+)]
+impl Gelu {
+    fn forward(&self, x: &Array) -> Result<Array> {
+        formula_forward(Gelu::elementwise_op(), x, &[])
+    }
 }
 
 /// `|x|` (the node of [`absolute`]).
@@ -201,14 +271,8 @@ pub struct Absolute;
 
 #[function_node(crate = "crate", name = "absolute_node", formula = "fabs(x)")]
 impl Absolute {
-    #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.abs()
-    }
-
-    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
-        // gy · sign(x) (0 at 0, as Chainer's), linear in gy so differentiable again.
-        mul(gy, &Variable::constant(sign(x.array())?))
     }
 }
 

@@ -1,7 +1,12 @@
 //! Arithmetic: `+ - * /`, negation, constant powers, maximum, `where`, and their scalar forms
 //! (`a ** b` of two variables, whose gradient needs `log`, is in `math.rs`).
+//!
+//! The backwards of `*`, `/`, maximum and the scalar forms of `*`, `/` and `**` are derived from
+//! their formulas (one fused kernel for the inputs that want a gradient). Those of `+`, `-`,
+//! negation and the scalar `+` and `-` are written by hand: they pass the gradient on (summed to
+//! an input's shape, or negated), where a derived one would copy it through a kernel.
 
-use super::{needed, sum_to};
+use super::sum_to;
 use crate::error::Result;
 use crate::{Array, InputMeta, Variable, function_node};
 
@@ -50,22 +55,8 @@ pub struct Mul;
 
 #[function_node(crate = "crate", formula = "a * b")]
 impl Mul {
-    #[retain(a, b)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.mul(b)
-    }
-
-    fn backward(
-        &self,
-        a: &Variable,
-        b: &Variable,
-        gy: &Variable,
-        needs: &[usize],
-    ) -> Result<(Option<Variable>, Option<Variable>)> {
-        Ok((
-            needed(needs, 0, || sum_to(&mul(gy, b)?, a.shape()))?,
-            needed(needs, 1, || sum_to(&mul(gy, a)?, b.shape()))?,
-        ))
     }
 }
 
@@ -74,24 +65,8 @@ pub struct Div;
 
 #[function_node(crate = "crate", formula = "a / b")]
 impl Div {
-    #[retain(a, b)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.div(b)
-    }
-
-    fn backward(
-        &self,
-        a: &Variable,
-        b: &Variable,
-        gy: &Variable,
-        needs: &[usize],
-    ) -> Result<(Variable, Option<Variable>)> {
-        let ga = div(gy, b)?;
-        // d(a/b)/db = -a / b² = -(gy / b) * (a / b)
-        let gb = needed(needs, 1, || {
-            sum_to(&neg(&mul(&ga, &div(a, b)?)?)?, b.shape())
-        })?;
-        Ok((sum_to(&ga, a.shape())?, gb))
     }
 }
 
@@ -143,10 +118,6 @@ impl MulConstant {
     fn forward(&self, x: &Array) -> Result<Array> {
         x.mul_scalar(self.c)
     }
-
-    fn backward(&self, gy: &Variable) -> Result<Variable> {
-        mul_scalar(gy, self.c)
-    }
 }
 
 /// `c - x` for a constant `c`.
@@ -180,14 +151,8 @@ impl DivFromConstant {
         DivFromConstant { c }
     }
 
-    #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.rdiv_scalar(self.c)
-    }
-
-    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
-        // d(c/x)/dx = -c / x²
-        mul_scalar(&div(gy, &mul(x, x)?)?, -self.c)
     }
 }
 
@@ -202,14 +167,8 @@ impl PowConstant {
         PowConstant { c }
     }
 
-    #[retain(x)]
     fn forward(&self, x: &Array) -> Result<Array> {
         x.pow_scalar(self.c)
-    }
-
-    fn backward(&self, x: &Variable, gy: &Variable) -> Result<Variable> {
-        // d(x^c)/dx = c x^(c-1)
-        mul(gy, &mul_scalar(&pow_scalar(x, self.c - 1.0)?, self.c)?)
     }
 }
 
@@ -228,19 +187,8 @@ pub struct Maximum;
 
 #[function_node(crate = "crate", formula = "a >= b ? a : b")]
 impl Maximum {
-    #[retain(a, b)]
     fn forward(&self, a: &Array, b: &Array) -> Result<Array> {
         a.maximum(b)
-    }
-
-    fn backward(&self, a: &Variable, b: &Variable, gy: &Variable) -> Result<(Variable, Variable)> {
-        // Ties send the gradient to `a`, as Chainer does.
-        let a_wins = a.array().ge(b.array())?;
-        let zero = Variable::constant(gy.array().zeros_like()?);
-        Ok((
-            sum_to(&where_(&a_wins, gy, &zero)?, a.shape())?,
-            sum_to(&where_(&a_wins, &zero, gy)?, b.shape())?,
-        ))
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`ElementwiseOp`]: a differentiable op written once, as an elementwise body, whose host
 //! forward, CUDA kernel and backward all come from that body.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kusari_kernels::expr::{ArgSource, OpBody};
 
@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::graph::{BackwardContext, Formula, ForwardContext, FunctionNode, Variable, apply};
 use crate::layout::broadcast_shapes;
 use crate::storage::Storage;
-use crate::{Array, Device, Scalar};
+use crate::{Array, DType, Device, Scalar};
 
 /// A differentiable elementwise op written once, as a body in the expression language
 /// ([`kusari_kernels::expr`]): CuPy's `ElementwiseKernel` with a backward, and nothing else to
@@ -21,10 +21,12 @@ use crate::{Array, Device, Scalar};
 /// - the CUDA forward: the body itself, as an [`ElementwiseKernel`] (NVRTC on a GPU, the
 ///   emulated device in CI);
 /// - the host forward: the same expressions, run by the host executor over blocks of elements
-///   (float32 and float64), so host and GPU compute the same formula;
+///   (float16 and bfloat16 computed in float32, each output rounded once), so host and GPU
+///   compute the same formula;
 /// - the backward: derived symbolically (reverse mode, shared subexpressions, simplified),
 ///   itself an `ElementwiseOp` ([`backward_op`](Self::backward_op)), so its backward is
-///   derived again, to any order;
+///   derived again, to any order; a node of which only some inputs want a gradient runs a
+///   backward derived for those alone;
 /// - what the op retains for it: exactly the inputs and outputs the derivative reads.
 ///
 /// The inputs and outputs share one type placeholder (`T`); parameters are that placeholder or
@@ -71,11 +73,42 @@ struct Derived {
     /// The inputs and outputs backward reads, by index.
     retain_inputs: Vec<usize>,
     retain_outputs: Vec<usize>,
-    /// Where each input of the backward op comes from.
-    backward_args: Vec<ArgSource>,
-    /// The forward parameter each parameter of the backward op is.
-    backward_params: Vec<usize>,
-    backward: Arc<ElementwiseOp>,
+    /// The backward for every input.
+    full: Backward,
+    /// The backwards for some inputs alone (a node of which only some inputs want a gradient),
+    /// each made on first use: by the inputs they are for.
+    partial: Mutex<Vec<Arc<Backward>>>,
+    /// The forward, which the partial backwards are derived from.
+    parsed: Arc<Parsed>,
+}
+
+/// A derived backward op, and how a node calls it.
+struct Backward {
+    /// The inputs whose gradients it computes, in the order of its outputs.
+    targets: Vec<usize>,
+    /// Where each of its inputs comes from.
+    args: Vec<ArgSource>,
+    /// The forward parameter each of its parameters is.
+    params: Vec<usize>,
+    op: Arc<ElementwiseOp>,
+}
+
+impl Backward {
+    fn new(name: &str, targets: Vec<usize>, b: kusari_kernels::expr::OpBackward) -> Backward {
+        let i = crate::intern;
+        Backward {
+            targets,
+            args: b.args,
+            params: b.params,
+            op: Arc::new(ElementwiseOp::new(
+                i(name),
+                i(&b.inputs_sig),
+                i(&b.outputs_sig),
+                i(&b.params_sig),
+                i(&b.body),
+            )),
+        }
+    }
 }
 
 impl ElementwiseOp {
@@ -144,7 +177,7 @@ impl ElementwiseOp {
     /// assert_eq!(b.kernel().body, "grad_x = exp(x) * grad_z;\ngrad_y = exp(y) * grad_z;\n");
     /// ```
     pub fn backward_op(&self) -> Result<&ElementwiseOp> {
-        Ok(&self.derived()?.backward)
+        Ok(&self.derived()?.full.op)
     }
 
     /// What the forward keeps for the derived backward: the indexes of the inputs and of the
@@ -186,20 +219,15 @@ impl ElementwiseOp {
         let def = &self.kernel;
         let made = self.derived.get_or_init(|| {
             let b = parsed.op.derive().map_err(|e| e.render(def.body))?;
-            let i = crate::intern;
-            let backward = ElementwiseOp::new(
-                i(&format!("{}_grad", def.name)),
-                i(&b.inputs_sig),
-                i(&b.outputs_sig),
-                i(&b.params_sig),
-                i(&b.body),
-            );
+            let (retain_inputs, retain_outputs) =
+                (b.retain_inputs.clone(), b.retain_outputs.clone());
+            let all = (0..parsed.op.sig.inputs.len()).collect();
             Ok(Arc::new(Derived {
-                retain_inputs: b.retain_inputs,
-                retain_outputs: b.retain_outputs,
-                backward_args: b.args,
-                backward_params: b.params,
-                backward: Arc::new(backward),
+                retain_inputs,
+                retain_outputs,
+                full: Backward::new(&format!("{}_grad", def.name), all, b),
+                partial: Mutex::new(Vec::new()),
+                parsed: parsed.clone(),
             }))
         });
         made.as_ref().map_err(|m| self.invalid(m))
@@ -279,7 +307,7 @@ fn check_call(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<()> {
             ),
         });
     }
-    one_float_dtype("ElementwiseOp", inputs)
+    one_float_dtype(p.kernel.name, inputs)
 }
 
 /// Every input of one floating-point dtype (an op whose body runs on the host in float32 or
@@ -317,6 +345,22 @@ fn forward_arrays(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<Ve
         return Ok(Vec::new());
     };
     match first.device() {
+        Device::Cuda(_) if matches!(first.dtype(), DType::F16 | DType::BF16) => {
+            // kusari's half structs convert to and from `float` implicitly, so a body that mixes
+            // the two in `c ? x : x * s` is ambiguous C++. The body runs in float32 on float32
+            // copies, each output rounded once: what the host does, to the same bits.
+            let dtype = first.dtype();
+            let wide: Vec<Array> = inputs
+                .iter()
+                .map(|x| x.astype(DType::F32))
+                .collect::<Result<_>>()?;
+            let refs: Vec<&Array> = wide.iter().collect();
+            p.kernel
+                .launch(&refs, params)?
+                .iter()
+                .map(|y| y.astype(dtype))
+                .collect()
+        }
         Device::Cuda(_) => p.kernel.launch(inputs, params),
         Device::Cpu => {
             let mut shape: Vec<usize> = Vec::new();
@@ -337,6 +381,43 @@ fn forward_arrays(p: &Parsed, inputs: &[&Array], params: &[Scalar]) -> Result<Ve
 }
 
 impl Derived {
+    /// The backward for the gradients of `targets` (sorted, distinct): the full one when they
+    /// are every input, else one derived for them alone on first use. A partial backward that
+    /// would read what the forward does not keep (it never should) gives way to the full one.
+    fn backward_for(&self, targets: &[usize]) -> Result<Arc<Backward>> {
+        let mut partial = self.partial.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = partial.iter().find(|b| b.targets == targets) {
+            return Ok(b.clone());
+        }
+        let p = &self.parsed;
+        let b = p.op.derive_for(targets).map_err(|e| Error::InvalidKernel {
+            kernel: p.kernel.name.to_string(),
+            message: e.render(p.kernel.body),
+        })?;
+        let kept = b.args.iter().all(|a| match *a {
+            ArgSource::Input(i) => self.retain_inputs.contains(&i),
+            ArgSource::Output(j) => self.retain_outputs.contains(&j),
+            ArgSource::Grad(_) => true,
+        });
+        let suffix: String = targets.iter().map(|t| format!("_{t}")).collect();
+        let made = Arc::new(if kept {
+            Backward::new(
+                &format!("{}_grad{suffix}", p.kernel.name),
+                targets.to_vec(),
+                b,
+            )
+        } else {
+            Backward {
+                targets: self.full.targets.clone(),
+                args: self.full.args.clone(),
+                params: self.full.params.clone(),
+                op: self.full.op.clone(),
+            }
+        });
+        partial.push(made.clone());
+        Ok(made)
+    }
+
     /// The gradients of the `targets` inputs by the backward op, each summed back to its
     /// input's shape.
     fn op_backward(
@@ -346,9 +427,22 @@ impl Derived {
         grads: &[Option<Variable>],
         params: &[Scalar],
     ) -> Result<Vec<Option<Variable>>> {
-        let d = self;
+        let n = self.full.targets.len();
+        let mut wanted: Vec<usize> = targets.iter().copied().filter(|&t| t < n).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if wanted.is_empty() {
+            return Ok(vec![None; n]);
+        }
+        let partial;
+        let d: &Backward = if wanted.len() == n {
+            &self.full
+        } else {
+            partial = self.backward_for(&wanted)?;
+            &partial
+        };
         let args: Vec<Variable> = d
-            .backward_args
+            .args
             .iter()
             .map(|s| match *s {
                 ArgSource::Input(i) => ctx.retained_input(i),
@@ -361,25 +455,23 @@ impl Derived {
             .collect::<Result<_>>()?;
         let refs: Vec<&Variable> = args.iter().collect();
         let params: Vec<Scalar> = d
-            .backward_params
+            .params
             .iter()
             .map(|&k| params.get(k).copied().unwrap_or(Scalar::F64(0.0)))
             .collect();
-        let gxs = d.backward.apply(&refs, &params)?;
-        gxs.into_iter()
-            .enumerate()
-            .map(|(i, g)| {
-                if !targets.contains(&i) {
-                    return Ok(None);
-                }
-                let shape = ctx.input_shape(i)?;
-                Ok(Some(if g.shape() == shape {
-                    g
-                } else {
-                    super::sum_to(&g, shape)?
-                }))
-            })
-            .collect()
+        let mut out: Vec<Option<Variable>> = vec![None; n];
+        for (&i, g) in d.targets.iter().zip(d.op.apply(&refs, &params)?) {
+            if !wanted.contains(&i) {
+                continue;
+            }
+            let shape = ctx.input_shape(i)?;
+            out[i] = Some(if g.shape() == shape {
+                g
+            } else {
+                super::sum_to(&g, shape)?
+            });
+        }
+        Ok(out)
     }
 }
 

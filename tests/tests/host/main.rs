@@ -11,6 +11,7 @@
 //! | `errors` | every user mistake is an `Err` naming the op, the input, the shapes and the dtypes |
 //! | `gradient_check` | finite differences and the gradient checkers |
 //! | `body_ops` | ops declared by `#[function_node(kernel(..))]`: the body is the op (`op_tests!`) |
+//! | `derived_builtins` | built-ins whose backward is derived from their formula, against hand-derived derivatives; `formula = ".."` ops |
 //! | `fuse` | `kusari::fuse`: closures traced into one op, against the unfused closure |
 //! | `elementwise_ops` | `ElementwiseOp`: ops written as a body, their backward derived (`op_tests!`) |
 //! | `op_harness` | `op_tests!` cases of the built-ins and the examples' ops |
@@ -30,6 +31,7 @@ mod api;
 mod arrays;
 mod body_ops;
 mod cnn;
+mod derived_builtins;
 mod elementwise_ops;
 mod errors;
 mod functions;
