@@ -57,7 +57,7 @@ pub use error::{Error, Result};
 pub use functions::{ElementwiseOp, Fused, FusedFn, FusedOutputs, fuse};
 pub use graph::{
     BackwardContext, BackwardOptions, Formula, ForwardContext, Function, FunctionNode, GradOptions,
-    GradOutputs, InputMeta, Variable, apply, grad,
+    GradOutputs, GradReadyHook, InputMeta, Variable, apply, grad,
 };
 pub use kusari_kernels as kernels;
 pub use kusari_kernels::{ReductionDef, intern};

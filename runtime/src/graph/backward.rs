@@ -11,6 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use super::function_node::describe;
+use super::grad_hook::{self, LeafWaits};
 use super::grad_math::{add_grads, scale_grad};
 use super::node::{FuncNode, VarNode, Variable};
 use crate::config;
@@ -112,6 +113,8 @@ struct Engine<'a> {
     double: bool,
     loss_scale: Option<f64>,
     s: ScratchBox,
+    /// `backward()` with gradient-ready hooks registered: the hooked leaves still waiting.
+    waits: Option<LeafWaits>,
 }
 
 /// The engine's containers, kept per thread between backward passes so that a small backward
@@ -204,6 +207,7 @@ impl<'a> Engine<'a> {
             double,
             loss_scale,
             s: Scratch::take(),
+            waits: None,
         }
     }
 
@@ -324,6 +328,27 @@ impl<'a> Engine<'a> {
                     store_grad(&node, g, true, self.loss_scale)?;
                 }
             }
+            // Hooked leaves under functions no gradient reached are complete now.
+            if let Some(waits) = &mut self.waits {
+                for node in waits.rest() {
+                    grad_hook::call_hooks(&node);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores the gradients of the hooked leaves `func`'s backward completed and calls their
+    /// hooks.
+    fn finish_leaves(&mut self, func: &FuncNode) -> Result<()> {
+        let Some(waits) = &mut self.waits else {
+            return Ok(());
+        };
+        for node in waits.ran(func) {
+            if let Some((_, g)) = self.s.grads.remove(&key(&node)) {
+                store_grad(&node, g, true, self.loss_scale)?;
+            }
+            grad_hook::call_hooks(&node);
         }
         Ok(())
     }
@@ -368,7 +393,8 @@ impl<'a> Engine<'a> {
         gys.clear();
         self.s.gys = gys;
         self.s.targets = targets;
-        result
+        result?;
+        self.finish_leaves(func)
     }
 
     /// Runs one function's backward and routes its gradients to its inputs.
@@ -520,6 +546,11 @@ impl Variable {
             options.enable_double_backprop,
             options.loss_scale,
         );
+        if grad_hook::any()
+            && let Some(root) = self.node.creator()
+        {
+            engine.waits = Some(LeafWaits::count(&root));
+        }
         engine.seed(&self.node, seed)?;
         engine.run()
     }

@@ -14,6 +14,7 @@
 mod backward;
 mod function;
 mod function_node;
+mod grad_hook;
 mod grad_math;
 mod host_fallback;
 mod node;
@@ -22,5 +23,6 @@ mod variable;
 pub use backward::{BackwardOptions, GradOptions, GradOutputs, grad};
 pub use function::Function;
 pub use function_node::{BackwardContext, Formula, ForwardContext, FunctionNode, InputMeta, apply};
+pub use grad_hook::GradReadyHook;
 pub(crate) use node::GraphNode;
 pub use node::Variable;

@@ -44,7 +44,13 @@ pub(crate) struct VarNode {
 pub(crate) struct GradState {
     pub(crate) grad: Option<Variable>,
     pub(crate) loss_scale: Option<f64>,
+    /// Called by `backward()` once this leaf's gradient of the pass is complete, by id
+    /// (see `grad_hook.rs`).
+    pub(crate) hooks: Vec<(u64, LeafHook)>,
 }
+
+/// What [`Variable::on_grad_ready`](crate::Variable::on_grad_ready) registers.
+pub(crate) type LeafHook = Arc<dyn Fn() + Send + Sync>;
 
 impl VarNode {
     pub(crate) fn new(array: &Array, requires_grad: bool, rank: u32) -> Self {

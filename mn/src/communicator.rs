@@ -1,0 +1,807 @@
+//! [`Communicator`]: the ranks of a job, the collectives on [`Array`]s and on serializable
+//! values, and the gradient exchange of data-parallel training (ChainerMN's communicators).
+//!
+//! See [`create_communicator_with`] for what each communicator does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kusari::link::{Link, Parameter};
+use kusari::{Array, DType, Device};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::payload;
+use crate::thread::{ThreadTransport, decode_parts, encode_parts};
+use crate::transport::Transport;
+
+/// How gradients are averaged across ranks (see the table of [`create_communicator_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// One all-reduce per parameter.
+    Naive,
+    /// Buckets of packed gradients, in reverse parameter order.
+    Flat,
+}
+
+/// What a communicator is built with besides its transport and algorithm.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The dtype gradients travel in (ChainerMN's `allreduce_grad_dtype`): `None` sends
+    /// float64 parameters' gradients as float64 and all others as float32; `Some(F32)` or
+    /// `Some(F64)` sends every gradient in that dtype.
+    pub allreduce_grad_dtype: Option<DType>,
+    /// The largest bucket, in bytes of the exchange dtype (PyTorch DDP's `bucket_cap_mb`: 25 MiB).
+    /// A parameter larger than this travels alone.
+    pub bucket_cap_bytes: usize,
+    /// The first bucket's cap (DDP's 1 MiB): the last parameters' gradients, produced first by
+    /// backward, leave early.
+    pub first_bucket_cap_bytes: usize,
+    /// Whether the multi-node optimizer exchanges each bucket during backward, as soon as its
+    /// gradients are complete (PyTorch DDP's overlap), rather than all after backward. Used by
+    /// `flat` on a transport that allows it ([`Transport::concurrent`]); `naive` never does.
+    pub overlap: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            allreduce_grad_dtype: None,
+            bucket_cap_bytes: 25 << 20,
+            first_bucket_cap_bytes: 1 << 20,
+            overlap: true,
+        }
+    }
+}
+
+/// One all-reduce of [`Communicator::buckets`]: parameters whose gradients travel together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// The parameters' paths, in the order they are packed (reverse parameter order).
+    pub params: Vec<String>,
+    /// The dtype the bucket travels in.
+    pub dtype: DType,
+    /// The number of elements.
+    pub len: usize,
+}
+
+/// The ranks of a job and what they exchange (ChainerMN's `CommunicatorBase`). Cheap to clone:
+/// clones share the transport.
+///
+/// ```
+/// use kusari::Array;
+/// use kusari_mn::run_threads;
+///
+/// // Three ranks as threads of this process, each with its own value.
+/// let sums = run_threads(3, "flat", |comm| {
+///     let x = Array::from_vec(vec![comm.rank() as f32, 1.0], &[2])?;
+///     Ok(comm.allreduce(&x)?.to_vec::<f32>()?)
+/// });
+/// for sum in sums {
+///     assert_eq!(sum.unwrap(), vec![3.0, 3.0]);
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Communicator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    transport: Box<dyn Transport>,
+    name: &'static str,
+    algorithm: Algorithm,
+    options: Options,
+}
+
+/// A communicator of `name` (`naive`, `flat` or `single`) on MPI's world: the program must be
+/// started with `mpirun` (`single` needs neither MPI nor `mpirun`).
+#[cfg(feature = "mpi")]
+pub fn create_communicator(name: &str) -> Result<Communicator> {
+    if name == "single" {
+        return Ok(Communicator::single());
+    }
+    let transport = crate::mpi::MpiTransport::world()?;
+    create_communicator_with(name, Box::new(transport), Options::default())
+}
+
+/// A communicator of `name` on `transport`, with `options`:
+///
+/// | name | gradients | for |
+/// |---|---|---|
+/// | `naive` | one all-reduce per parameter, through the host | checking the others; few, large parameters |
+/// | `flat` | packed into buckets (about 25 MiB, a small first one) in reverse parameter order, one all-reduce per bucket, through the host, during backward | MPI between processes, CPU or GPU ranks |
+/// | `single` | nothing to exchange: one rank | running the same program without `mpirun` |
+///
+/// `pure_nccl` (NCCL between GPUs) is named by ChainerMN and planned here; asking for it is an
+/// error that says so.
+pub fn create_communicator_with(
+    name: &str,
+    transport: Box<dyn Transport>,
+    options: Options,
+) -> Result<Communicator> {
+    let invalid = |msg: String| Error::InvalidArgument {
+        op: "create_communicator".into(),
+        rank: transport.rank(),
+        msg,
+    };
+    let (name, algorithm) = match name {
+        "naive" => ("naive", Algorithm::Naive),
+        "flat" => ("flat", Algorithm::Flat),
+        "single" if transport.size() == 1 => ("single", Algorithm::Flat),
+        "single" => {
+            return Err(invalid(format!(
+                "`single` is one rank, but the transport has {}",
+                transport.size()
+            )));
+        }
+        "pure_nccl" | "hierarchical" | "two_dimensional" | "non_cuda_aware" => {
+            return Err(invalid(format!(
+                "the `{name}` communicator is not built yet; use `flat` (it carries CUDA \
+                 gradients through the host)"
+            )));
+        }
+        other => {
+            return Err(invalid(format!(
+                "unknown communicator {other:?}; expected \"naive\", \"flat\" or \"single\""
+            )));
+        }
+    };
+    match options.allreduce_grad_dtype {
+        None | Some(DType::F32 | DType::F64) => {}
+        Some(other) => {
+            return Err(invalid(format!(
+                "allreduce_grad_dtype {other} is not float32 or float64"
+            )));
+        }
+    }
+    if options.bucket_cap_bytes == 0 || options.first_bucket_cap_bytes == 0 {
+        return Err(invalid("bucket caps must be at least one byte".into()));
+    }
+    Ok(Communicator {
+        inner: Arc::new(Inner {
+            transport,
+            name,
+            algorithm,
+            options,
+        }),
+    })
+}
+
+/// Runs `f` on `size` ranks, each a thread of this process with a communicator of `name` on a
+/// [`ThreadTransport`], and returns each rank's result in rank order. A rank that panics gives
+/// an error with the panic's message; the others' collectives then fail instead of waiting.
+pub fn run_threads<T: Send>(
+    size: usize,
+    name: &str,
+    f: impl Fn(Communicator) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    run_threads_with(ThreadTransport::world(size), name, Options::default(), f)
+}
+
+/// [`run_threads`] on given thread ranks (see [`ThreadTransport::world_with`]) with `options`.
+pub fn run_threads_with<T: Send>(
+    ranks: Vec<ThreadTransport>,
+    name: &str,
+    options: Options,
+    f: impl Fn(Communicator) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .into_iter()
+            .map(|t| {
+                let rank = t.rank();
+                let (f, options) = (&f, options.clone());
+                let handle = s.spawn(move || {
+                    let comm = create_communicator_with(name, Box::new(t), options)?;
+                    f(comm)
+                });
+                (rank, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(rank, h)| {
+                h.join().unwrap_or_else(|panic| {
+                    let msg = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "a panic".into());
+                    Err(Error::Transport {
+                        op: "run_threads".into(),
+                        rank,
+                        msg: format!("the rank panicked: {msg}"),
+                    })
+                })
+            })
+            .collect()
+    })
+}
+
+impl Communicator {
+    /// One rank, no MPI (ChainerMN's dummy communicator): every collective returns this rank's
+    /// own data, gradients are left as they are.
+    pub fn single() -> Communicator {
+        let t = ThreadTransport::world(1).pop().expect("one rank");
+        create_communicator_with("single", Box::new(t), Options::default())
+            .expect("single on one rank")
+    }
+
+    fn t(&self) -> &dyn Transport {
+        self.inner.transport.as_ref()
+    }
+
+    /// This rank, `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.t().rank()
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.t().size()
+    }
+
+    /// The rank among those on this node: the GPU this rank takes is `cuda:{intra_rank}`.
+    pub fn intra_rank(&self) -> usize {
+        self.t().intra_rank()
+    }
+
+    /// The number of ranks on this node.
+    pub fn intra_size(&self) -> usize {
+        self.t().intra_size()
+    }
+
+    /// The communicator's name (`naive`, `flat`, `single`).
+    pub fn name(&self) -> &'static str {
+        self.inner.name
+    }
+
+    /// The transport's name (`threads`, `mpi`).
+    pub fn transport_name(&self) -> &'static str {
+        self.t().name()
+    }
+
+    /// How gradients are averaged.
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// This rank's GPU when it has CUDA devices: `cuda:{intra_rank}`; the host otherwise.
+    pub fn device(&self) -> Device {
+        if kusari::cuda::device_count() > 0 {
+            Device::Cuda(self.intra_rank())
+        } else {
+            Device::Cpu
+        }
+    }
+
+    /// Ends the whole job (MPI_Abort): every rank stops and the launcher exits with `code`.
+    pub fn abort(&self, code: i32) -> ! {
+        self.t().abort(code)
+    }
+
+    /// The ranks that give the same `color`, numbered by `key` then by rank, as a communicator
+    /// of the same kind (MPI's `MPI_Comm_split`). Collective.
+    pub fn split(&self, color: u32, key: u32) -> Result<Communicator> {
+        let transport = self.t().split("split", color, key)?;
+        let options = self.inner.options.clone();
+        let name = match self.inner.algorithm {
+            Algorithm::Naive => "naive",
+            Algorithm::Flat => "flat",
+        };
+        create_communicator_with(name, transport, options)
+    }
+
+    fn invalid(&self, op: &str, msg: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            op: op.into(),
+            rank: self.rank(),
+            msg: msg.into(),
+        }
+    }
+
+    fn decode(&self, op: &str, bytes: &[u8], device: Device) -> Result<Array> {
+        payload::decode(op, self.rank(), bytes, device)
+    }
+
+    // ----- collectives on arrays -----
+
+    /// Root's `x` on every rank: the root passes `Some`, the others `None` (what they pass is
+    /// not read). The others get it on their [default device](kusari::default_device).
+    pub fn bcast(&self, x: Option<&Array>, root: usize) -> Result<Array> {
+        let mut buf = match (self.rank() == root, x) {
+            (true, Some(x)) => payload::encode(x)?,
+            (true, None) => return Err(self.invalid("bcast", "the root must give the array")),
+            (false, _) => Vec::new(),
+        };
+        self.t().bcast("bcast", &mut buf, root)?;
+        match x {
+            Some(x) if self.rank() == root => Ok(x.clone()),
+            _ => self.decode("bcast", &buf, kusari::default_device()),
+        }
+    }
+
+    /// The elementwise sum of every rank's `x`, on every rank, on `x`'s device. The ranks'
+    /// arrays must have one shape and dtype (an [`Error::Mismatch`] otherwise, on every rank).
+    /// float32 and float64 go through the transport's reduction; other dtypes are gathered and
+    /// added in rank order (float16 and bfloat16 in float32, rounded once).
+    pub fn allreduce(&self, x: &Array) -> Result<Array> {
+        const OP: &str = "allreduce";
+        self.agree(OP, &describe(x))?;
+        match x.dtype() {
+            DType::F32 => {
+                let mut v = x.to_vec::<f32>()?;
+                self.t().allreduce_sum_f32(OP, &mut v)?;
+                Ok(Array::from_vec(v, x.shape())?.to_device(x.device())?)
+            }
+            DType::F64 => {
+                let mut v = x.to_vec::<f64>()?;
+                self.t().allreduce_sum_f64(OP, &mut v)?;
+                Ok(Array::from_vec(v, x.shape())?.to_device(x.device())?)
+            }
+            DType::F16 | DType::BF16 => {
+                let mut v = x.astype(DType::F32)?.to_vec::<f32>()?;
+                self.t().allreduce_sum_f32(OP, &mut v)?;
+                let sum = Array::from_vec(v, x.shape())?.astype(x.dtype())?;
+                Ok(sum.to_device(x.device())?)
+            }
+            _ => {
+                let all = self.allgather(x)?;
+                let mut sum = all[0].clone();
+                for a in &all[1..] {
+                    sum = sum.add(a)?;
+                }
+                Ok(sum)
+            }
+        }
+    }
+
+    /// Every rank's `x`, in rank order, on `x`'s device.
+    pub fn allgather(&self, x: &Array) -> Result<Vec<Array>> {
+        let all = self.t().allgather("allgather", &payload::encode(x)?)?;
+        all.iter()
+            .map(|b| self.decode("allgather", b, x.device()))
+            .collect()
+    }
+
+    /// Every rank's `x` on `root`, in rank order, on `x`'s device; `None` on the others.
+    pub fn gather(&self, x: &Array, root: usize) -> Result<Option<Vec<Array>>> {
+        let Some(all) = self.t().gather("gather", &payload::encode(x)?, root)? else {
+            return Ok(None);
+        };
+        let arrays = all
+            .iter()
+            .map(|b| self.decode("gather", b, x.device()))
+            .collect::<Result<_>>()?;
+        Ok(Some(arrays))
+    }
+
+    /// Root's `xs[i]` on rank `i` (the root passes one array per rank, the others `None`), on
+    /// the receiver's default device (the root keeps its own part's device).
+    pub fn scatter(&self, xs: Option<&[Array]>, root: usize) -> Result<Array> {
+        let parts = match (self.rank() == root, xs) {
+            (true, Some(xs)) => Some(xs.iter().map(payload::encode).collect::<Result<Vec<_>>>()?),
+            (true, None) => return Err(self.invalid("scatter", "the root must give the arrays")),
+            (false, _) => None,
+        };
+        let mine = self.t().scatter("scatter", parts.as_deref(), root)?;
+        match xs {
+            Some(xs) if self.rank() == root => Ok(xs[root].clone()),
+            _ => self.decode("scatter", &mine, kusari::default_device()),
+        }
+    }
+
+    /// `xs[j]` of rank `i` arrives at rank `j` as element `i` of its result (one array per
+    /// rank each way), on the receiver's default device.
+    pub fn alltoall(&self, xs: &[Array]) -> Result<Vec<Array>> {
+        let parts = xs.iter().map(payload::encode).collect::<Result<Vec<_>>>()?;
+        let got = self.t().alltoall("alltoall", &parts)?;
+        got.iter()
+            .map(|b| self.decode("alltoall", b, kusari::default_device()))
+            .collect()
+    }
+
+    /// Sends `x` to rank `dest` under `tag`; returns once it is on its way.
+    pub fn send(&self, x: &Array, dest: usize, tag: u16) -> Result<()> {
+        self.t().send("send", &payload::encode(x)?, dest, tag)
+    }
+
+    /// The next array rank `source` sent under `tag`, on this rank's default device.
+    pub fn recv(&self, source: usize, tag: u16) -> Result<Array> {
+        let bytes = self.t().recv("recv", source, tag)?;
+        self.decode("recv", &bytes, kusari::default_device())
+    }
+
+    // ----- collectives on serializable values -----
+
+    /// Root's `value` on every rank (the others pass `None`).
+    pub fn bcast_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        value: Option<&T>,
+        root: usize,
+    ) -> Result<T> {
+        let mut buf = match (self.rank() == root, value) {
+            (true, Some(v)) => to_bytes("bcast_obj", self.rank(), v)?,
+            (true, None) => return Err(self.invalid("bcast_obj", "the root must give the value")),
+            (false, _) => Vec::new(),
+        };
+        self.t().bcast("bcast_obj", &mut buf, root)?;
+        from_bytes("bcast_obj", self.rank(), &buf)
+    }
+
+    /// Every rank's `value`, in rank order.
+    pub fn allgather_obj<T: Serialize + DeserializeOwned>(&self, value: &T) -> Result<Vec<T>> {
+        let mine = to_bytes("allgather_obj", self.rank(), value)?;
+        let all = self.t().allgather("allgather_obj", &mine)?;
+        all.iter()
+            .map(|b| from_bytes("allgather_obj", self.rank(), b))
+            .collect()
+    }
+
+    /// Every rank's `value` on `root`, in rank order; `None` on the others.
+    pub fn gather_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        value: &T,
+        root: usize,
+    ) -> Result<Option<Vec<T>>> {
+        let mine = to_bytes("gather_obj", self.rank(), value)?;
+        let Some(all) = self.t().gather("gather_obj", &mine, root)? else {
+            return Ok(None);
+        };
+        let values = all
+            .iter()
+            .map(|b| from_bytes("gather_obj", self.rank(), b))
+            .collect::<Result<_>>()?;
+        Ok(Some(values))
+    }
+
+    /// Root's `values[i]` on rank `i` (the root passes one value per rank, the others `None`).
+    pub fn scatter_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        values: Option<&[T]>,
+        root: usize,
+    ) -> Result<T> {
+        let parts = match (self.rank() == root, values) {
+            (true, Some(vs)) => Some(
+                vs.iter()
+                    .map(|v| to_bytes("scatter_obj", self.rank(), v))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            (true, None) => {
+                return Err(self.invalid("scatter_obj", "the root must give the values"));
+            }
+            (false, _) => None,
+        };
+        let mine = self.t().scatter("scatter_obj", parts.as_deref(), root)?;
+        from_bytes("scatter_obj", self.rank(), &mine)
+    }
+
+    /// `values[j]` of rank `i` arrives at rank `j` as element `i` of its result.
+    pub fn alltoall_obj<T: Serialize + DeserializeOwned>(&self, values: &[T]) -> Result<Vec<T>> {
+        let parts = values
+            .iter()
+            .map(|v| to_bytes("alltoall_obj", self.rank(), v))
+            .collect::<Result<Vec<_>>>()?;
+        let got = self.t().alltoall("alltoall_obj", &parts)?;
+        got.iter()
+            .map(|b| from_bytes("alltoall_obj", self.rank(), b))
+            .collect()
+    }
+
+    /// Sends `value` to rank `dest` under `tag`.
+    pub fn send_obj<T: Serialize>(&self, value: &T, dest: usize, tag: u16) -> Result<()> {
+        let bytes = to_bytes("send_obj", self.rank(), value)?;
+        self.t().send("send_obj", &bytes, dest, tag)
+    }
+
+    /// The next value rank `source` sent under `tag`.
+    pub fn recv_obj<T: DeserializeOwned>(&self, source: usize, tag: u16) -> Result<T> {
+        let bytes = self.t().recv("recv_obj", source, tag)?;
+        from_bytes("recv_obj", self.rank(), &bytes)
+    }
+
+    /// The mean over ranks of each named metric (ChainerMN's multi-node evaluator): every rank
+    /// must report the same names.
+    pub fn mean_metrics(&self, metrics: &BTreeMap<String, f64>) -> Result<BTreeMap<String, f64>> {
+        const OP: &str = "mean_metrics";
+        let names: Vec<&String> = metrics.keys().collect();
+        self.agree(OP, &format!("{names:?}"))?;
+        let mut sums: Vec<f64> = metrics.values().copied().collect();
+        self.t().allreduce_sum_f64(OP, &mut sums)?;
+        let n = self.size() as f64;
+        Ok(metrics
+            .keys()
+            .cloned()
+            .zip(sums.iter().map(|s| s / n))
+            .collect())
+    }
+
+    // ----- models -----
+
+    /// Checks that every rank has the same parameters and persistent values (paths, shapes,
+    /// dtypes) as rank 0, so that no rank waits in a collective the others never call. The
+    /// error, the same on every rank, names the first rank and entry that differ.
+    pub fn check_same_params(&self, link: &dyn Link) -> Result<()> {
+        let mine: Vec<String> = link
+            .named_state()
+            .into_iter()
+            .map(|(path, p)| describe_param(&path, p))
+            .collect();
+        let all = self.allgather_obj(&mine)?;
+        for (r, theirs) in all.iter().enumerate().skip(1) {
+            if theirs == &all[0] {
+                continue;
+            }
+            let i = all[0]
+                .iter()
+                .zip(theirs)
+                .position(|(a, b)| a != b)
+                .unwrap_or(all[0].len().min(theirs.len()));
+            let at = |list: &[String]| list.get(i).cloned().unwrap_or_else(|| "nothing".into());
+            return Err(Error::Mismatch {
+                op: "check_same_params".into(),
+                rank: self.rank(),
+                detail: format!(
+                    "rank 0 has {} parameters and persistent values, rank {r} has {}; entry {i} \
+                     is {} on rank 0 and {} on rank {r}",
+                    all[0].len(),
+                    theirs.len(),
+                    at(&all[0]),
+                    at(theirs)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets every parameter and persistent value of `link` to rank 0's (ChainerMN's
+    /// `bcast_data`), after [`check_same_params`](Self::check_same_params). Each keeps its
+    /// device.
+    pub fn bcast_data(&self, link: &dyn Link) -> Result<()> {
+        self.check_same_params(link)?;
+        let state = link.named_state();
+        let mut buf = if self.rank() == 0 {
+            let parts = state
+                .iter()
+                .map(|(_, p)| payload::encode(&p.array()?))
+                .collect::<Result<Vec<_>>>()?;
+            encode_parts(&parts)
+        } else {
+            Vec::new()
+        };
+        self.t().bcast("bcast_data", &mut buf, 0)?;
+        if self.rank() != 0 {
+            for ((_, p), bytes) in state.iter().zip(decode_parts(&buf)) {
+                p.set_array(self.decode("bcast_data", &bytes, p.device())?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces every floating-point persistent value of `link` (a batch normalization's
+    /// running averages) by its mean over the ranks (ChainerMN's `allreduce_persistent`), for
+    /// example before saving a model whose ranks normalized with their local batches. Integer
+    /// and boolean persistent values are left as they are. Collective.
+    pub fn allreduce_persistent(&self, link: &dyn Link) -> Result<()> {
+        self.check_same_params(link)?;
+        let scale = 1.0 / self.size() as f64;
+        for (_, p) in link.named_persistents() {
+            if !p.dtype().is_float() || !p.is_initialized() {
+                continue;
+            }
+            let sum = self.allreduce(&p.array()?)?;
+            p.set_array(sum.mul_scalar(scale)?)?;
+        }
+        Ok(())
+    }
+
+    /// How [`multi_node_mean_grad`](Self::multi_node_mean_grad) groups `link`'s gradients:
+    /// one bucket per parameter for `naive`; for `flat`, parameters in reverse order, a bucket
+    /// closed when the next parameter would pass its cap or travels in another dtype.
+    pub fn buckets(&self, link: &dyn Link) -> Vec<Bucket> {
+        let params = link.named_params();
+        let mut buckets: Vec<Bucket> = Vec::new();
+        let mut open: Option<Bucket> = None;
+        for (path, p) in params.iter().rev() {
+            let dtype = self.exchange_dtype(p.dtype());
+            let len = p.size();
+            let bytes = |n: usize| n * dtype.size_in_bytes();
+            if let Some(b) = &open {
+                let cap = if buckets.is_empty() {
+                    self.inner.options.first_bucket_cap_bytes
+                } else {
+                    self.inner.options.bucket_cap_bytes
+                };
+                if self.inner.algorithm == Algorithm::Naive
+                    || b.dtype != dtype
+                    || bytes(b.len + len) > cap
+                {
+                    buckets.extend(open.take());
+                }
+            }
+            let b = open.get_or_insert_with(|| Bucket {
+                params: Vec::new(),
+                dtype,
+                len: 0,
+            });
+            b.params.push(path.clone());
+            b.len += len;
+        }
+        buckets.extend(open);
+        buckets
+    }
+
+    fn exchange_dtype(&self, param: DType) -> DType {
+        match (self.inner.options.allreduce_grad_dtype, param) {
+            (Some(d), _) => d,
+            (None, DType::F64) => DType::F64,
+            (None, _) => DType::F32,
+        }
+    }
+
+    /// Replaces every parameter's gradient by its mean over the ranks (ChainerMN's
+    /// `multi_node_mean_grad`), bucket by bucket ([`buckets`](Self::buckets)) in the same order
+    /// on every rank. A parameter without a gradient counts as zeros (and gets the mean);
+    /// an uninitialised one is an error naming it. Gradients keep their dtype and device.
+    pub fn multi_node_mean_grad(&self, link: &dyn Link) -> Result<()> {
+        const OP: &str = "multi_node_mean_grad";
+        let params: BTreeMap<String, &Parameter> = link.named_params().into_iter().collect();
+        for (path, p) in &params {
+            if !p.is_initialized() {
+                return Err(self.invalid(OP, format!("parameter {path} is not initialised")));
+            }
+        }
+        if self.size() == 1 {
+            return Ok(());
+        }
+        for bucket in self.buckets(link) {
+            let members: Vec<&Parameter> = bucket.params.iter().map(|n| params[n]).collect();
+            let grads: Vec<Option<Array>> = members.iter().map(|p| p.grad()).collect();
+            let shapes: Vec<Vec<usize>> = members
+                .iter()
+                .map(|p| p.shape().unwrap_or_default())
+                .collect();
+            let mut packed = Packed::pack(bucket.dtype, &grads, &shapes)?;
+            self.mean_in_place(OP, &mut packed)?;
+            for (p, mean) in members.iter().zip(packed.unpack(&shapes)?) {
+                set_grad(p, mean)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `packed` by its mean over the ranks.
+    pub(crate) fn mean_in_place(&self, op: &str, packed: &mut Packed) -> Result<()> {
+        let scale = 1.0 / self.size() as f64;
+        match packed {
+            Packed::F32(buf) => {
+                self.t().allreduce_sum_f32(op, buf)?;
+                let scale = scale as f32;
+                buf.iter_mut().for_each(|v| *v *= scale);
+            }
+            Packed::F64(buf) => {
+                self.t().allreduce_sum_f64(op, buf)?;
+                buf.iter_mut().for_each(|v| *v *= scale);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the transport may be used from another thread while this one uses a split of
+    /// it (what overlapping the exchange with backward needs).
+    pub(crate) fn concurrent(&self) -> bool {
+        self.t().concurrent()
+    }
+
+    /// Agrees on `what` (a description of what each rank is about to send): an
+    /// [`Error::Mismatch`] on every rank when any differs.
+    fn agree(&self, op: &str, what: &str) -> Result<()> {
+        let all = self.t().allgather(op, what.as_bytes())?;
+        if all.iter().all(|w| w == &all[0]) {
+            return Ok(());
+        }
+        let detail = all
+            .iter()
+            .enumerate()
+            .map(|(r, w)| format!("rank {r} has {}", String::from_utf8_lossy(w)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(Error::Mismatch {
+            op: op.into(),
+            rank: self.rank(),
+            detail,
+        })
+    }
+}
+
+/// One bucket's gradients, packed in its exchange dtype.
+pub(crate) enum Packed {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl Packed {
+    /// `grads` one after the other in `dtype` (float32 or float64), zeros for a missing one.
+    pub(crate) fn pack(
+        dtype: DType,
+        grads: &[Option<Array>],
+        shapes: &[Vec<usize>],
+    ) -> Result<Packed> {
+        fn fill<T: kusari::Element + Default>(
+            dtype: DType,
+            grads: &[Option<Array>],
+            shapes: &[Vec<usize>],
+        ) -> Result<Vec<T>> {
+            let len = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
+            let mut buf = Vec::with_capacity(len);
+            for (g, shape) in grads.iter().zip(shapes) {
+                match g {
+                    Some(g) => buf.extend(g.astype(dtype)?.to_vec::<T>()?),
+                    None => buf.resize(buf.len() + shape.iter().product::<usize>(), T::default()),
+                }
+            }
+            Ok(buf)
+        }
+        Ok(match dtype {
+            DType::F64 => Packed::F64(fill(dtype, grads, shapes)?),
+            _ => Packed::F32(fill(DType::F32, grads, shapes)?),
+        })
+    }
+
+    /// The arrays of `shapes`, on the host, in the exchange dtype.
+    pub(crate) fn unpack(&self, shapes: &[Vec<usize>]) -> Result<Vec<Array>> {
+        fn split<T: kusari::Element>(buf: &[T], shapes: &[Vec<usize>]) -> Result<Vec<Array>> {
+            let mut out = Vec::with_capacity(shapes.len());
+            let mut at = 0;
+            for shape in shapes {
+                let n: usize = shape.iter().product();
+                out.push(Array::from_vec(buf[at..at + n].to_vec(), shape)?);
+                at += n;
+            }
+            Ok(out)
+        }
+        match self {
+            Packed::F32(buf) => split(buf, shapes),
+            Packed::F64(buf) => split(buf, shapes),
+        }
+    }
+}
+
+/// Sets `p`'s gradient to `g`, in the parameter's dtype and on its device.
+pub(crate) fn set_grad(p: &Parameter, g: Array) -> Result<()> {
+    let g = g.astype(p.dtype())?.to_device(p.device())?;
+    Ok(p.variable()?.set_grad_array(g)?)
+}
+
+fn describe(x: &Array) -> String {
+    format!("{} {:?}", x.dtype(), x.shape())
+}
+
+fn describe_param(path: &str, p: &Parameter) -> String {
+    match p.shape() {
+        Some(shape) => format!("{path} ({} {shape:?})", p.dtype()),
+        None => format!("{path} ({}, not initialised)", p.dtype()),
+    }
+}
+
+fn to_bytes<T: Serialize + ?Sized>(op: &str, rank: usize, value: &T) -> Result<Vec<u8>> {
+    postcard::to_stdvec(value).map_err(|e| Error::Transport {
+        op: op.into(),
+        rank,
+        msg: format!("the value cannot be serialized: {e}"),
+    })
+}
+
+fn from_bytes<T: DeserializeOwned>(op: &str, rank: usize, bytes: &[u8]) -> Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| Error::Transport {
+        op: op.into(),
+        rank,
+        msg: format!("a received value cannot be read as the type asked for: {e}"),
+    })
+}

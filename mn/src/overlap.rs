@@ -1,0 +1,298 @@
+//! The gradients' exchange overlapped with backward, as PyTorch's `DistributedDataParallel`
+//! does it: a gradient-ready hook on every parameter ([`kusari::Variable::on_grad_ready`])
+//! marks it done; once every parameter of the next bucket is done, the bucket is packed and
+//! handed to a communication thread, which averages it over the ranks while backward goes on.
+//! Buckets start in the one order of [`Communicator::buckets`] on every rank, whatever order
+//! their gradients complete in, so the all-reduces pair up. The thread uses its own
+//! communicator (a split of the optimizer's), so that collectives of the training loop itself
+//! (a [`MultiNodeBatchNormalization`](crate::MultiNodeBatchNormalization)'s) never interleave
+//! with it.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kusari::link::Link;
+use kusari::{Array, DType, GradReadyHook, Variable};
+
+use crate::communicator::{Communicator, Packed, set_grad};
+use crate::error::{Error, Result};
+
+const OP: &str = "MultiNodeOptimizer (overlapped exchange)";
+
+/// How much of the exchange backward hid, over the updates so far
+/// ([`MultiNodeOptimizer::overlap_stats`](crate::MultiNodeOptimizer::overlap_stats)).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OverlapStats {
+    /// Updates whose gradients were exchanged during backward.
+    pub rounds: u64,
+    /// Time the communication thread spent in all-reduces.
+    pub allreduce: Duration,
+    /// Time `update` waited for all-reduces to finish after backward: the part not hidden.
+    pub exposed: Duration,
+}
+
+impl OverlapStats {
+    /// The share of the all-reduce time hidden behind backward (0 when nothing was exchanged).
+    pub fn hidden_share(&self) -> f64 {
+        let total = self.allreduce.as_secs_f64();
+        if total == 0.0 {
+            return 0.0;
+        }
+        (1.0 - self.exposed.as_secs_f64() / total).clamp(0.0, 1.0)
+    }
+}
+
+/// One bucket: which parameters (indices into `Overlap::vars`), and its exchange dtype.
+struct Plan {
+    members: Vec<usize>,
+    dtype: DType,
+}
+
+struct Round {
+    /// Per parameter: its gradient is complete in this round.
+    ready: Vec<bool>,
+    /// Per bucket: how many of its parameters are not ready.
+    pending: Vec<usize>,
+    /// The next bucket to start (all before it have started).
+    next: usize,
+    /// Per bucket: the mean, once the communication thread has it.
+    results: Vec<Option<Packed>>,
+    /// A parameter completed twice before an update (two backward passes outside `no_sync`):
+    /// the buckets already sent were partial, so the update exchanges again.
+    dirty: bool,
+    /// Hooks do nothing while false (`no_sync`).
+    enabled: bool,
+    error: Option<Error>,
+    stats: OverlapStats,
+}
+
+struct Shared {
+    round: Mutex<Round>,
+    arrived: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Round> {
+        self.round.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+struct Job {
+    bucket: usize,
+    packed: Packed,
+}
+
+/// The machinery of one synchronized parameter list.
+pub(crate) struct Overlap {
+    shared: Arc<Shared>,
+    jobs: Option<Sender<Job>>,
+    worker: Option<JoinHandle<()>>,
+    hooks: Vec<GradReadyHook>,
+    vars: Arc<Vec<Variable>>,
+    plans: Arc<Vec<Plan>>,
+}
+
+impl Overlap {
+    /// Hooks `link`'s parameters and starts the communication thread on a split of `comm`.
+    /// Collective (the split).
+    pub(crate) fn start(comm: &Communicator, link: &dyn Link) -> Result<Overlap> {
+        let grad_comm = comm.split(0, comm.rank() as u32)?;
+        let named = link.named_params();
+        let index = |path: &str| named.iter().position(|(p, _)| p == path).expect("a param");
+        let plans: Vec<Plan> = comm
+            .buckets(link)
+            .into_iter()
+            .map(|b| Plan {
+                members: b.params.iter().map(|p| index(p)).collect(),
+                dtype: b.dtype,
+            })
+            .collect();
+        let vars = named
+            .iter()
+            .map(|(_, p)| p.variable())
+            .collect::<kusari::Result<Vec<_>>>()?;
+        let shared = Arc::new(Shared {
+            round: Mutex::new(Round {
+                ready: vec![false; vars.len()],
+                pending: plans.iter().map(|p| p.members.len()).collect(),
+                next: 0,
+                results: plans.iter().map(|_| None).collect(),
+                dirty: false,
+                enabled: true,
+                error: None,
+                stats: OverlapStats::default(),
+            }),
+            arrived: Condvar::new(),
+        });
+        let (vars, plans) = (Arc::new(vars), Arc::new(plans));
+        let (tx, rx) = channel::<Job>();
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("kusari-mn allreduce, rank {}", comm.rank()))
+                .spawn(move || communicate(grad_comm, rx, shared))
+                .map_err(|e| Error::Transport {
+                    op: OP.into(),
+                    rank: comm.rank(),
+                    msg: format!("the communication thread cannot start: {e}"),
+                })?
+        };
+        let mut hooks = Vec::with_capacity(vars.len());
+        for (i, var) in vars.iter().enumerate() {
+            let (shared, vars, plans, tx) =
+                (shared.clone(), vars.clone(), plans.clone(), tx.clone());
+            // The hook holds the variables (a cycle through each parameter's node), broken when
+            // `hooks` is dropped with this `Overlap`.
+            let hook = var.on_grad_ready(move || ready(i, &shared, &vars, &plans, &tx))?;
+            hooks.push(hook);
+        }
+        Ok(Overlap {
+            shared,
+            jobs: Some(tx),
+            worker: Some(worker),
+            hooks,
+            vars,
+            plans,
+        })
+    }
+
+    /// Whether hooks start exchanges (false inside `no_sync`).
+    pub(crate) fn set_enabled(&self, enabled: bool) {
+        self.shared.lock().enabled = enabled;
+    }
+
+    pub(crate) fn stats(&self) -> OverlapStats {
+        self.shared.lock().stats
+    }
+
+    /// Starts the buckets not started yet, waits for every mean and writes them into the
+    /// gradients. Returns false, having written nothing, when the round is dirty: the caller
+    /// then exchanges the whole gradients itself.
+    pub(crate) fn finish(&self, link: &dyn Link) -> Result<bool> {
+        let waited = Instant::now();
+        let mut round = self.shared.lock();
+        while round.next < self.plans.len() {
+            let bucket = round.next;
+            round.next += 1;
+            self.send(bucket, pack(&self.vars, &self.plans[bucket])?)?;
+        }
+        while round.error.is_none() && round.results.iter().any(Option::is_none) {
+            round = self
+                .shared
+                .arrived
+                .wait(round)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        if let Some(e) = round.error.clone() {
+            return Err(e);
+        }
+        round.stats.exposed += waited.elapsed();
+        round.stats.rounds += 1;
+        let dirty = round.dirty;
+        let results: Vec<Packed> = round
+            .results
+            .iter_mut()
+            .map(|r| r.take().unwrap())
+            .collect();
+        round.ready.fill(false);
+        for (pending, plan) in round.pending.iter_mut().zip(self.plans.iter()) {
+            *pending = plan.members.len();
+        }
+        round.next = 0;
+        round.dirty = false;
+        drop(round);
+        if dirty {
+            return Ok(false);
+        }
+        let params = link.named_params();
+        for (plan, packed) in self.plans.iter().zip(results) {
+            let shapes: Vec<Vec<usize>> = plan
+                .members
+                .iter()
+                .map(|&i| self.vars[i].shape().to_vec())
+                .collect();
+            for (&i, mean) in plan.members.iter().zip(packed.unpack(&shapes)?) {
+                set_grad(params[i].1, mean)?;
+            }
+        }
+        Ok(true)
+    }
+
+    fn send(&self, bucket: usize, packed: Packed) -> Result<()> {
+        send_job(self.jobs.as_ref().expect("open until drop"), bucket, packed)
+    }
+}
+
+impl Drop for Overlap {
+    fn drop(&mut self) {
+        // The hooks hold senders of the channel too: unregistered, they let it close.
+        self.hooks.clear();
+        self.jobs.take();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+fn send_job(tx: &Sender<Job>, bucket: usize, packed: Packed) -> Result<()> {
+    tx.send(Job { bucket, packed })
+        .map_err(|_| Error::Transport {
+            op: OP.into(),
+            rank: 0,
+            msg: "the communication thread has stopped".into(),
+        })
+}
+
+/// The bucket's gradients, packed (zeros for a parameter without one).
+fn pack(vars: &[Variable], plan: &Plan) -> Result<Packed> {
+    let grads: Vec<Option<Array>> = plan.members.iter().map(|&i| vars[i].grad_array()).collect();
+    let shapes: Vec<Vec<usize>> = plan
+        .members
+        .iter()
+        .map(|&i| vars[i].shape().to_vec())
+        .collect();
+    Packed::pack(plan.dtype, &grads, &shapes)
+}
+
+/// Parameter `i`'s gradient is complete: start every bucket now ready, in order.
+fn ready(i: usize, shared: &Shared, vars: &[Variable], plans: &[Plan], tx: &Sender<Job>) {
+    let mut round = shared.lock();
+    if !round.enabled || round.error.is_some() {
+        return;
+    }
+    if round.ready[i] {
+        round.dirty = true;
+        return;
+    }
+    round.ready[i] = true;
+    if let Some(b) = plans.iter().position(|p| p.members.contains(&i)) {
+        round.pending[b] -= 1;
+    }
+    while round.next < plans.len() && round.pending[round.next] == 0 {
+        let bucket = round.next;
+        round.next += 1;
+        let sent = pack(vars, &plans[bucket]).and_then(|packed| send_job(tx, bucket, packed));
+        if let Err(e) = sent {
+            round.error = Some(e);
+            shared.arrived.notify_all();
+            return;
+        }
+    }
+}
+
+/// The communication thread: averages each bucket in the order sent.
+fn communicate(comm: Communicator, jobs: Receiver<Job>, shared: Arc<Shared>) {
+    for Job { bucket, mut packed } in jobs {
+        let start = Instant::now();
+        let result = comm.mean_in_place(OP, &mut packed);
+        let mut round = shared.lock();
+        round.stats.allreduce += start.elapsed();
+        match result {
+            Ok(()) => round.results[bucket] = Some(packed),
+            Err(e) => round.error = Some(e),
+        }
+        shared.arrived.notify_all();
+    }
+}
