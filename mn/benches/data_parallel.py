@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The data-parallel speed of kusari-mn: the digits MLP's training (mn/examples/
-mlp_data_parallel.rs) on 2 ranks against 1 rank, at the same global batch, each rank on one
+data_parallel.rs) on 2 ranks against 1 rank, at the same global batch, each rank on one
 thread (RAYON_NUM_THREADS=1), with the exchange overlapped with backward and after it.
 
 Build first, then run on a quiet machine:
 
-    cargo build --release -p kusari-mn --features mpi --example mlp_data_parallel
+    cargo build --release -p kusari-mn --features mpi --example data_parallel
     python3 mn/benches/data_parallel.py [--epochs 100] [--runs 7] [--batches 64,256,1024]
 
 The configurations alternate run by run, so drift on the machine affects them alike; the
@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "target", "release", "examples",
-                       "mlp_data_parallel")
+                       "data_parallel")
 
 
 def run(ranks, batch, epochs, overlap):

@@ -174,8 +174,44 @@ impl FunctionNode for Recv {
             None => ctx.zeros_for_output(0)?.array().clone(),
         };
         self.comm.send(&g, self.source, self.tag)?;
-        let meta = ctx.input_meta(0)?;
-        let zero = Array::zeros_on(meta.shape(), meta.dtype(), meta.device())?;
-        Ok(vec![Some(Variable::constant(zero))])
+        Ok(vec![Some(zero_gradient(ctx, 0)?)])
     }
+}
+
+/// `y`, with `delegate` (what [`send`] returned) joined to its graph (ChainerMN's
+/// `pseudo_connect`): a backward through the result runs the delegate's backward too, which
+/// receives the sent array's gradient. A rank that both sends activations on and computes a
+/// loss connects the delegate to the loss this way, so that one `backward` does both.
+pub fn pseudo_connect(delegate: &Variable, y: &Variable) -> Result<Variable> {
+    Ok(PseudoConnect.apply(&[delegate, y])?.remove(1))
+}
+
+struct PseudoConnect;
+
+impl FunctionNode for PseudoConnect {
+    fn forward(&mut self, _ctx: &mut ForwardContext, inputs: &[Array]) -> Result<Vec<Array>> {
+        // Two outputs: the delegate's stand-in (never used) and y.
+        Ok(vec![inputs[0].clone(), inputs[1].clone()])
+    }
+
+    fn backward(
+        &self,
+        ctx: &BackwardContext<'_>,
+        _targets: &[usize],
+        gys: &[Option<Variable>],
+    ) -> Result<Vec<Option<Variable>>> {
+        // The delegate gets a zero gradient: enough for its `send` to run its backward.
+        let gy = match &gys[1] {
+            Some(g) => g.clone(),
+            None => ctx.zeros_for_output(1)?,
+        };
+        Ok(vec![Some(zero_gradient(ctx, 0)?), Some(gy)])
+    }
+}
+
+/// Zeros shaped like input `i`: the gradient given to a delegate, which only orders the graph.
+fn zero_gradient(ctx: &BackwardContext<'_>, i: usize) -> Result<Variable> {
+    let meta = ctx.input_meta(i)?;
+    let zero = Array::zeros_on(meta.shape(), meta.dtype(), meta.device())?;
+    Ok(Variable::constant(zero))
 }

@@ -38,10 +38,11 @@
 //!   broadcast and the gradients' mean, by the `naive` or `flat` algorithm
 //!   (`create_communicator`, with the feature `mpi`; [`create_communicator_with`]).
 //! - [`create_multi_node_optimizer`]: rank 0's parameters at `setup` or the first update, then
-//!   the mean gradient at each, bucket by bucket during backward ([`OverlapStats`]), and
-//!   `no_sync` for gradient accumulation.
+//!   the mean gradient at each, bucket by bucket during backward ([`OverlapStats`]),
+//!   `no_sync` for gradient accumulation, and double buffering.
 //! - [`MultiNodeBatchNormalization`] (statistics of the global batch) and [`functions`]:
-//!   differentiable `allreduce`, `send` and `recv` (model parallelism).
+//!   differentiable `allreduce`, `send` and `recv`, and [`MultiNodeChainList`], a model whose
+//!   links are placed on several ranks (model parallelism).
 //! - [`scatter_index`] and [`scatter_dataset`]: each rank's equal share of the data;
 //!   [`Communicator::mean_metrics`] for evaluation.
 //! - [`run_or_abort`]: a rank that fails ends the job with a message naming it.
@@ -52,6 +53,7 @@
 //! How to install MPI and start a job: the guide's chapter "Training on several processes".
 
 mod abort;
+mod chain_list;
 pub mod check;
 mod communicator;
 mod dataset;
@@ -67,6 +69,7 @@ mod thread;
 mod transport;
 
 pub use abort::run_or_abort;
+pub use chain_list::{CHAIN_TAG, MultiNodeChainList};
 #[cfg(feature = "mpi")]
 pub use communicator::create_communicator;
 pub use communicator::{

@@ -5,8 +5,9 @@ use kusari::link::Link;
 use kusari::link::optimizers::{Hook, Optimizer};
 
 use crate::communicator::{Algorithm, Communicator};
+use crate::error::Error;
 use crate::error::Result;
-use crate::overlap::{Overlap, OverlapStats};
+use crate::overlap::{Finish, Overlap, OverlapStats};
 
 /// Wraps `optimizer` so that each update first averages the gradients over `comm`'s ranks
 /// (ChainerMN's `create_multi_node_optimizer`).
@@ -51,6 +52,7 @@ pub fn create_multi_node_optimizer<O: Optimizer>(
         comm: comm.clone(),
         synced: None,
         overlap: None,
+        double_buffering: false,
     }
 }
 
@@ -76,6 +78,7 @@ pub struct MultiNodeOptimizer<O> {
     synced: Option<Vec<ParamEntry>>,
     /// The exchange during backward, for the synchronized parameters.
     overlap: Option<Overlap>,
+    double_buffering: bool,
 }
 
 impl<O> MultiNodeOptimizer<O> {
@@ -94,6 +97,18 @@ impl<O> MultiNodeOptimizer<O> {
         &self.comm
     }
 
+    /// With `on`, each update steps with the previous update's mean gradients while this
+    /// update's are still being exchanged (ChainerMN's `double_buffering`): the exchange then
+    /// overlaps the next forward and backward passes too, and the step uses gradients one
+    /// update old. The first update after [`setup`](Self::setup) takes no step. Needs the
+    /// overlapped exchange (`flat`, [`Options::overlap`](crate::Options::overlap), a transport
+    /// that allows it): `setup` is an error otherwise. Gradient accumulation must use
+    /// [`no_sync`](Self::no_sync).
+    pub fn double_buffering(mut self, on: bool) -> Self {
+        self.double_buffering = on;
+        self
+    }
+
     /// Checks that every rank has the same parameters and sets them to rank 0's values
     /// ([`Communicator::bcast_data`]); the next update then takes its step. With `flat` and
     /// [`Options::overlap`](crate::Options::overlap), it also hooks the parameters so that
@@ -108,6 +123,18 @@ impl<O> MultiNodeOptimizer<O> {
             && self.comm.concurrent();
         if overlaps {
             self.overlap = Some(Overlap::start(&self.comm, link)?);
+        } else if self.double_buffering && self.comm.size() > 1 {
+            return Err(Error::InvalidArgument {
+                op: "MultiNodeOptimizer::setup".into(),
+                rank: self.comm.rank(),
+                msg: format!(
+                    "double buffering needs the exchange overlapped with backward: the `flat` \
+                     communicator with Options::overlap on a transport that allows it (this one \
+                     is `{}` over {})",
+                    self.comm.name(),
+                    self.comm.transport_name()
+                ),
+            });
         }
         self.synced = Some(param_list(link));
         Ok(())
@@ -155,12 +182,14 @@ impl<O: Optimizer> Optimizer for MultiNodeOptimizer<O> {
         if !self.is_synced(link) {
             return Ok(self.setup(link)?);
         }
-        let exchanged = match &self.overlap {
-            Some(o) => o.finish(link)?,
-            None => false,
+        let next = match &self.overlap {
+            Some(o) => o.finish(link, self.double_buffering)?,
+            None => Finish::Exchange,
         };
-        if !exchanged {
-            self.comm.multi_node_mean_grad(link)?;
+        match next {
+            Finish::Skip => return Ok(()),
+            Finish::Exchange => self.comm.multi_node_mean_grad(link)?,
+            Finish::Step => {}
         }
         self.inner.update(link)
     }

@@ -57,8 +57,11 @@ struct Round {
     pending: Vec<usize>,
     /// The next bucket to start (all before it have started).
     next: usize,
-    /// Per bucket: the mean, once the communication thread has it.
-    results: Vec<Option<Packed>>,
+    /// The number of rounds finished (updates); this round's results go to slot `count % 2`.
+    count: u64,
+    /// Per slot, per bucket: the mean, once the communication thread has it. Two slots, so
+    /// that with double buffering a round's exchange runs on while the next round starts.
+    results: [Vec<Option<Packed>>; 2],
     /// A parameter completed twice before an update (two backward passes outside `no_sync`):
     /// the buckets already sent were partial, so the update exchanges again.
     dirty: bool,
@@ -69,6 +72,8 @@ struct Round {
 }
 
 struct Shared {
+    /// This process's rank, for messages.
+    rank: usize,
     round: Mutex<Round>,
     arrived: Condvar,
 }
@@ -80,6 +85,7 @@ impl Shared {
 }
 
 struct Job {
+    slot: usize,
     bucket: usize,
     packed: Packed,
 }
@@ -114,11 +120,13 @@ impl Overlap {
             .map(|(_, p)| p.variable())
             .collect::<kusari::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
+            rank: comm.rank(),
             round: Mutex::new(Round {
                 ready: vec![false; vars.len()],
                 pending: plans.iter().map(|p| p.members.len()).collect(),
                 next: 0,
-                results: plans.iter().map(|_| None).collect(),
+                count: 0,
+                results: [0, 1].map(|_| plans.iter().map(|_| None).collect()),
                 dirty: false,
                 enabled: true,
                 error: None,
@@ -167,18 +175,43 @@ impl Overlap {
         self.shared.lock().stats
     }
 
-    /// Starts the buckets not started yet, waits for every mean and writes them into the
-    /// gradients. Returns false, having written nothing, when the round is dirty: the caller
-    /// then exchanges the whole gradients itself.
-    pub(crate) fn finish(&self, link: &dyn Link) -> Result<bool> {
+    /// Ends the round: starts the buckets not started yet, waits for the means of this round
+    /// (or, with `double_buffering`, of the previous one, while this one's go on) and writes
+    /// them into the gradients. Returns what the update does next.
+    pub(crate) fn finish(&self, link: &dyn Link, double_buffering: bool) -> Result<Finish> {
         let waited = Instant::now();
         let mut round = self.shared.lock();
+        let slot = (round.count % 2) as usize;
         while round.next < self.plans.len() {
             let bucket = round.next;
             round.next += 1;
-            self.send(bucket, pack(&self.vars, &self.plans[bucket])?)?;
+            let packed = pack(&self.vars, &self.plans[bucket])?;
+            send_job(&self.shared, self.tx(), slot, bucket, packed)?;
         }
-        while round.error.is_none() && round.results.iter().any(Option::is_none) {
+        if double_buffering && round.dirty {
+            return Err(Error::InvalidArgument {
+                op: OP.into(),
+                rank: self.shared.rank,
+                msg: "two backward passes before an update with double buffering: run all but \
+                      the last under `no_sync()`"
+                    .into(),
+            });
+        }
+        let dirty = round.dirty;
+        round.ready.fill(false);
+        for (pending, plan) in round.pending.iter_mut().zip(self.plans.iter()) {
+            *pending = plan.members.len();
+        }
+        round.next = 0;
+        round.dirty = false;
+        round.count += 1;
+        // The round whose means this update uses.
+        let used = match (double_buffering, round.count) {
+            (true, 1) => return Ok(Finish::Skip),
+            (true, _) => 1 - slot,
+            (false, _) => slot,
+        };
+        while round.error.is_none() && round.results[used].iter().any(Option::is_none) {
             round = self
                 .shared
                 .arrived
@@ -190,21 +223,13 @@ impl Overlap {
         }
         round.stats.exposed += waited.elapsed();
         round.stats.rounds += 1;
-        let dirty = round.dirty;
-        let results: Vec<Packed> = round
-            .results
+        let results: Vec<Packed> = round.results[used]
             .iter_mut()
-            .map(|r| r.take().unwrap())
+            .map(|r| r.take().expect("waited for"))
             .collect();
-        round.ready.fill(false);
-        for (pending, plan) in round.pending.iter_mut().zip(self.plans.iter()) {
-            *pending = plan.members.len();
-        }
-        round.next = 0;
-        round.dirty = false;
         drop(round);
         if dirty {
-            return Ok(false);
+            return Ok(Finish::Exchange);
         }
         let params = link.named_params();
         for (plan, packed) in self.plans.iter().zip(results) {
@@ -217,12 +242,23 @@ impl Overlap {
                 set_grad(params[i].1, mean)?;
             }
         }
-        Ok(true)
+        Ok(Finish::Step)
     }
 
-    fn send(&self, bucket: usize, packed: Packed) -> Result<()> {
-        send_job(self.jobs.as_ref().expect("open until drop"), bucket, packed)
+    fn tx(&self) -> &Sender<Job> {
+        self.jobs.as_ref().expect("open until drop")
     }
+}
+
+/// What an update does after [`Overlap::finish`].
+pub(crate) enum Finish {
+    /// The gradients hold the means: step.
+    Step,
+    /// The round was dirty (two backward passes outside `no_sync`): exchange the whole
+    /// gradients after backward, then step.
+    Exchange,
+    /// Double buffering's first update: no means yet, no step.
+    Skip,
 }
 
 impl Drop for Overlap {
@@ -236,13 +272,23 @@ impl Drop for Overlap {
     }
 }
 
-fn send_job(tx: &Sender<Job>, bucket: usize, packed: Packed) -> Result<()> {
-    tx.send(Job { bucket, packed })
-        .map_err(|_| Error::Transport {
-            op: OP.into(),
-            rank: 0,
-            msg: "the communication thread has stopped".into(),
-        })
+fn send_job(
+    shared: &Shared,
+    tx: &Sender<Job>,
+    slot: usize,
+    bucket: usize,
+    packed: Packed,
+) -> Result<()> {
+    let job = Job {
+        slot,
+        bucket,
+        packed,
+    };
+    tx.send(job).map_err(|_| Error::Transport {
+        op: OP.into(),
+        rank: shared.rank,
+        msg: "the communication thread has stopped".into(),
+    })
 }
 
 /// The bucket's gradients, packed (zeros for a parameter without one).
@@ -273,7 +319,9 @@ fn ready(i: usize, shared: &Shared, vars: &[Variable], plans: &[Plan], tx: &Send
     while round.next < plans.len() && round.pending[round.next] == 0 {
         let bucket = round.next;
         round.next += 1;
-        let sent = pack(vars, &plans[bucket]).and_then(|packed| send_job(tx, bucket, packed));
+        let slot = (round.count % 2) as usize;
+        let sent = pack(vars, &plans[bucket])
+            .and_then(|packed| send_job(shared, tx, slot, bucket, packed));
         if let Err(e) = sent {
             round.error = Some(e);
             shared.arrived.notify_all();
@@ -284,13 +332,18 @@ fn ready(i: usize, shared: &Shared, vars: &[Variable], plans: &[Plan], tx: &Send
 
 /// The communication thread: averages each bucket in the order sent.
 fn communicate(comm: Communicator, jobs: Receiver<Job>, shared: Arc<Shared>) {
-    for Job { bucket, mut packed } in jobs {
+    for Job {
+        slot,
+        bucket,
+        mut packed,
+    } in jobs
+    {
         let start = Instant::now();
         let result = comm.mean_in_place(OP, &mut packed);
         let mut round = shared.lock();
         round.stats.allreduce += start.elapsed();
         match result {
-            Ok(()) => round.results[bucket] = Some(packed),
+            Ok(()) => round.results[slot][bucket] = Some(packed),
             Err(e) => round.error = Some(e),
         }
         shared.arrived.notify_all();

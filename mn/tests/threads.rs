@@ -809,3 +809,178 @@ fn buckets_are_exchanged_while_backward_runs_not_at_the_update() {
         assert!(e < Duration::from_millis(150), "the update waited {e:?}");
     }
 }
+
+// ----- a model placed on several ranks -----
+
+use kusari_mn::MultiNodeChainList;
+
+/// Three layers seeded the same way in every process.
+fn three_layers() -> (Linear, Linear, Linear) {
+    kusari::random::seed(21);
+    let l = |i, o| Linear::new(Some(i), o, false, DType::F64).unwrap();
+    (l(3, 4), l(4, 4), l(4, 2))
+}
+
+fn grads_of(link: &dyn Link) -> Vec<Vec<f64>> {
+    link.named_params()
+        .iter()
+        .map(|(_, p)| p.grad().unwrap().to_vec::<f64>().unwrap())
+        .collect()
+}
+
+fn assert_close(got: &[Vec<f64>], want: &[Vec<f64>]) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        for (u, v) in g.iter().zip(w) {
+            assert!((u - v).abs() < 1e-14 * (1.0 + v.abs()), "{u} vs {v}");
+        }
+    }
+}
+
+#[test]
+fn a_chain_through_two_ranks_and_back_gets_the_gradients_of_the_whole_model() {
+    let x = Array::from_vec(seq(6, |i| (i as f64 * 0.9).cos()), &[2, 3]).unwrap();
+    // One process: y = l3(tanh(l2(tanh(l1(x))))), loss = sum(y²).
+    let (l1, l2, l3) = three_layers();
+    let h = l1
+        .forward(&Variable::constant(x.clone()))
+        .unwrap()
+        .tanh()
+        .unwrap();
+    let h = l2.forward(&h).unwrap().tanh().unwrap();
+    let y = l3.forward(&h).unwrap();
+    F::sum(&(&y * &y).unwrap()).unwrap().backward().unwrap();
+    let want = [grads_of(&l1), grads_of(&l2), grads_of(&l3)];
+    // Rank 0 holds l1 and l3, rank 1 holds l2.
+    let got = all_ok(run_threads(2, "flat", |comm| {
+        let (l1, l2, l3) = three_layers();
+        let mut chain = MultiNodeChainList::new(&comm);
+        if comm.rank() == 0 {
+            chain.add_link(l1, |l, x| l.forward(x)?.tanh(), None, Some(1));
+            chain.add_link(l3, Linear::forward, Some(1), None);
+        } else {
+            chain.add_link(l2, |l, x| l.forward(x)?.tanh(), Some(0), Some(0));
+        }
+        let y = chain.forward(&Variable::constant(x.clone()))?;
+        if comm.rank() == 0 {
+            F::sum(&(&y * &y)?)?.backward()?;
+        } else {
+            y.backward()?;
+        }
+        Ok(grads_of(&chain))
+    }));
+    assert_close(&got[0], &[want[0].clone(), want[2].clone()].concat());
+    assert_close(&got[1], &want[1]);
+}
+
+#[test]
+fn a_rank_that_sends_and_computes_a_loss_gets_both_gradients_from_one_backward() {
+    let x = Array::from_vec(seq(6, |i| (i as f64 * 0.4).sin()), &[2, 3]).unwrap();
+    // One process: loss = sum(l3'(x)²) + sum(l2(tanh(l1(x)))²), with l3' taking x (3 -> 2).
+    let build = || {
+        let (l1, l2, _) = three_layers();
+        let l3 = Linear::new(Some(3), 2, false, DType::F64).unwrap();
+        (l1, l2, l3)
+    };
+    let (l1, l2, l3) = build();
+    let xv = Variable::constant(x.clone());
+    let a = l3.forward(&xv).unwrap();
+    let b = l2
+        .forward(&l1.forward(&xv).unwrap().tanh().unwrap())
+        .unwrap();
+    let loss =
+        (&F::sum(&(&a * &a).unwrap()).unwrap() + &F::sum(&(&b * &b).unwrap()).unwrap()).unwrap();
+    loss.backward().unwrap();
+    let want = [grads_of(&l1), grads_of(&l2), grads_of(&l3)];
+    let got = all_ok(run_threads(2, "flat", |comm| {
+        let (l1, l2, l3) = build();
+        let mut chain = MultiNodeChainList::new(&comm);
+        if comm.rank() == 0 {
+            chain.add_link(l1, |l, x| l.forward(x)?.tanh(), None, Some(1));
+            chain.add_link(l3, Linear::forward, None, None);
+        } else {
+            chain.add_link(l2, Linear::forward, Some(0), None);
+        }
+        let y = chain.forward(&Variable::constant(x.clone()))?;
+        // Each rank's own loss; rank 0's backward also carries rank 1's gradient into l1.
+        F::sum(&(&y * &y)?)?.backward()?;
+        Ok(grads_of(&chain))
+    }));
+    assert_close(&got[0], &[want[0].clone(), want[2].clone()].concat());
+    assert_close(&got[1], &want[1]);
+}
+
+#[test]
+fn double_buffering_steps_with_the_previous_updates_mean_gradients() {
+    use kusari::link::optimizers::MomentumSGD;
+    let (steps, batch) = (5, 8);
+    // One process, the same rule by hand: at step t the gradients of step t - 1 (none at 0).
+    let single = check::Net::new(100).unwrap();
+    let mut opt = MomentumSGD::new().lr(0.1);
+    let mut previous: Option<Vec<Array>> = None;
+    for t in 0..steps {
+        let (x, y) = check::examples(t * batch..(t + 1) * batch).unwrap();
+        single.cleargrads();
+        single.loss(&x, &y).unwrap().backward().unwrap();
+        let grads: Vec<Array> = single.params().iter().map(|p| p.grad().unwrap()).collect();
+        if let Some(old) = previous.replace(grads) {
+            for (p, g) in single.params().iter().zip(old) {
+                p.variable().unwrap().set_grad_array(g).unwrap();
+            }
+            opt.update(&single).unwrap();
+        }
+    }
+    let want: Vec<Vec<f64>> = single
+        .params()
+        .iter()
+        .map(|p| p.array().unwrap().to_vec().unwrap())
+        .collect();
+    for ranks in [2, 4] {
+        let got = all_ok(run_threads_with(
+            ThreadTransport::world(ranks),
+            "flat",
+            small_buckets(true),
+            |comm| {
+                let (r, local) = (comm.rank(), batch / ranks);
+                let net = check::Net::new(100 + r as u64)?;
+                let mut opt = create_multi_node_optimizer(MomentumSGD::new().lr(0.1), &comm)
+                    .double_buffering(true);
+                opt.setup(&net)?;
+                for t in 0..steps {
+                    let start = t * batch + r * local;
+                    let (x, y) = check::examples(start..start + local)?;
+                    net.cleargrads();
+                    net.loss(&x, &y)?.backward()?;
+                    opt.update(&net)?;
+                }
+                assert_eq!(opt.t(), steps as u64 - 1);
+                Ok(net
+                    .params()
+                    .iter()
+                    .map(|p| p.array().unwrap().to_vec::<f64>().unwrap())
+                    .collect::<Vec<_>>())
+            },
+        ));
+        for rank in got {
+            assert_close(&rank, &want);
+        }
+    }
+    // Without the overlapped exchange there is nothing to double-buffer.
+    let got = run_threads_with(
+        ThreadTransport::world(2),
+        "naive",
+        Options::default(),
+        |comm| {
+            let net = check::Net::new(1)?;
+            let mut opt = create_multi_node_optimizer(SGD::new(), &comm).double_buffering(true);
+            opt.setup(&net)
+        },
+    );
+    for res in got {
+        let msg = res.unwrap_err().to_string();
+        assert!(
+            msg.contains("double buffering needs the exchange overlapped"),
+            "{msg}"
+        );
+    }
+}

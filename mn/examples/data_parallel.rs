@@ -1,64 +1,147 @@
-//! The digits MLP of `11_mlp_digits.rs`, trained data-parallel over MPI: each rank takes an
-//! equal share of every epoch's examples (`scatter_index`), computes the gradient of its part
-//! of each global batch, and the multi-node optimizer averages the gradients before Adam's
-//! step, so every rank keeps the same weights.
+//! The digits classifiers of `11_mlp_digits.rs` and `13_cnn_digits.rs`, trained data-parallel
+//! over MPI: each rank takes an equal share of every epoch's examples (`scatter_index`),
+//! computes the gradient of its part of each global batch, and the multi-node optimizer
+//! averages the gradients (during backward) before Adam's step, so every rank keeps the same
+//! weights. The CNN normalizes with `MultiNodeBatchNormalization`: the statistics of the
+//! global batch, as one process with the whole batch would have them.
 //!
 //! ```text
-//! cargo build --release -p kusari-mn --features mpi --example mlp_data_parallel
-//! mpirun -np 2 target/release/examples/mlp_data_parallel --communicator flat
+//! cargo build --release -p kusari-mn --features mpi --example data_parallel
+//! mpirun -np 2 target/release/examples/data_parallel --communicator flat
+//! mpirun -np 2 target/release/examples/data_parallel --model cnn
 //! ```
 //!
-//! Options: `--communicator naive|flat|single` (default `flat`; `single` runs without
-//! `mpirun`), `--epochs N` (default 10), `--batch-size B` (the global batch, default 64, split
-//! evenly over the ranks), `--no-overlap` (exchange the gradients after backward instead of
-//! during it). Rank 0 prints each epoch's mean loss and test accuracy (both averaged over the
-//! ranks) and its time, and at the end how much of the all-reduce time backward hid.
+//! Options: `--model mlp|cnn` (default `mlp`), `--communicator naive|flat|single` (default
+//! `flat`; `single` runs without `mpirun`), `--epochs N` (default 10), `--batch-size B` (the
+//! global batch, default 64, split evenly over the ranks), `--no-overlap` (exchange the
+//! gradients after backward instead of during it), `--double-buffering` (step with the
+//! previous update's mean gradients). Rank 0 prints each epoch's mean loss and test accuracy
+//! (both averaged over the ranks) and its time, and at the end how much of the all-reduce time
+//! backward hid.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use kusari::link::Link;
+use kusari::functions::{ConvOptions, PoolOptions};
 use kusari::link::optimizers::{Adam, Optimizer};
+use kusari::link::{Convolution2D, Linear, Link, Parameter};
 use kusari::prelude::*;
 use kusari::{config, random};
 use kusari_examples::Digits;
 use kusari_examples::mlp_digits::Mlp;
 use kusari_mn::{
-    Communicator, MpiTransport, Options, create_communicator_with, create_multi_node_optimizer,
-    scatter_index,
+    Communicator, MpiTransport, MultiNodeBatchNormalization, Options, create_communicator_with,
+    create_multi_node_optimizer, scatter_index,
 };
 
 const SEED: u64 = 0;
 const HIDDEN: usize = 64;
+const CHANNELS: usize = 16;
+
+/// The model trained: `Mlp` from the examples, or the CNN below.
+enum Model {
+    Mlp(Box<Mlp>),
+    Cnn(Box<Cnn>),
+}
+
+impl Model {
+    fn forward(&self, x: &Variable) -> Result<Variable> {
+        match self {
+            Model::Mlp(m) => m.forward(x),
+            Model::Cnn(m) => m.forward(x),
+        }
+    }
+}
+
+impl Link for Model {
+    fn visit_params<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        match self {
+            Model::Mlp(m) => m.visit_params(prefix, f),
+            Model::Cnn(m) => m.visit_params(prefix, f),
+        }
+    }
+}
+
+/// A convolution, batch normalization over the global batch, ReLU and 2×2 max pooling.
+#[derive(kusari::Link)]
+struct Block {
+    conv: Convolution2D,
+    bn: MultiNodeBatchNormalization,
+}
+
+impl Block {
+    fn new(comm: &Communicator, in_channels: usize, out_channels: usize) -> Result<Self> {
+        let same = ConvOptions::default().pad(1);
+        Ok(Block {
+            conv: Convolution2D::new(Some(in_channels), out_channels, 3, same, true, DType::F32)?,
+            bn: MultiNodeBatchNormalization::new(&[out_channels], comm, 0.9, 2e-5, DType::F32)?,
+        })
+    }
+
+    fn forward(&self, x: &Variable) -> Result<Variable> {
+        let h = F::relu(&self.bn.forward(&self.conv.forward(x)?)?)?;
+        F::max_pooling_2d(&h, &PoolOptions::new(2))
+    }
+}
+
+/// The CNN of `13_cnn_digits.rs`, its batch normalization over every rank's examples.
+#[derive(kusari::Link)]
+struct Cnn {
+    b1: Block,
+    b2: Block,
+    out: Linear,
+}
+
+impl Cnn {
+    fn new(comm: &Communicator, channels: usize) -> Result<Self> {
+        let flat = 2 * channels * 2 * 2;
+        Ok(Cnn {
+            b1: Block::new(comm, 1, channels)?,
+            b2: Block::new(comm, channels, 2 * channels)?,
+            out: Linear::new(Some(flat), Digits::CLASSES, false, DType::F32)?,
+        })
+    }
+
+    fn forward(&self, x: &Variable) -> Result<Variable> {
+        let x = F::reshape(x, &[x.shape()[0], 1, 8, 8])?;
+        self.out.forward(&self.b2.forward(&self.b1.forward(&x)?)?)
+    }
+}
 
 struct Args {
+    model: String,
     communicator: String,
     epochs: usize,
     batch_size: usize,
     overlap: bool,
+    double_buffering: bool,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
     let mut args = Args {
+        model: "mlp".into(),
         communicator: "flat".into(),
         epochs: 10,
         batch_size: 64,
         overlap: true,
+        double_buffering: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
+            "--model" => args.model = value()?,
             "--communicator" => args.communicator = value()?,
             "--epochs" => args.epochs = value()?.parse().map_err(|e| format!("--epochs: {e}"))?,
             "--batch-size" => {
                 args.batch_size = value()?.parse().map_err(|e| format!("--batch-size: {e}"))?
             }
             "--no-overlap" => args.overlap = false,
+            "--double-buffering" => args.double_buffering = true,
             other => {
                 return Err(format!(
-                    "unknown option {other}; expected --communicator, --epochs, --batch-size, \
-                     --no-overlap"
+                    "unknown option {other}; expected --model, --communicator, --epochs, \
+                     --batch-size, --no-overlap, --double-buffering"
                 ));
             }
         }
@@ -68,11 +151,11 @@ fn parse_args() -> std::result::Result<Args, String> {
 
 fn main() {
     let args = parse_args().unwrap_or_else(|e| {
-        eprintln!("mlp_data_parallel: {e}");
+        eprintln!("data_parallel: {e}");
         std::process::exit(2);
     });
     let comm = communicator(&args).unwrap_or_else(|e| {
-        eprintln!("mlp_data_parallel: {e}");
+        eprintln!("data_parallel: {e}");
         std::process::exit(2);
     });
     kusari_mn::run_or_abort(&comm, || train(&comm, &args));
@@ -94,7 +177,7 @@ fn communicator(args: &Args) -> kusari_mn::Result<Communicator> {
 fn train(comm: &Communicator, args: &Args) -> kusari_mn::Result<()> {
     if !args.batch_size.is_multiple_of(comm.size()) {
         return Err(kusari_mn::Error::InvalidArgument {
-            op: "mlp_data_parallel".into(),
+            op: "data_parallel".into(),
             rank: comm.rank(),
             msg: format!(
                 "the batch size {} does not split over {} ranks",
@@ -109,16 +192,35 @@ fn train(comm: &Communicator, args: &Args) -> kusari_mn::Result<()> {
     // The same initial weights everywhere would come from the first update's broadcast anyway;
     // the dropout masks differ per rank, as they would over one large batch.
     random::seed(SEED + comm.rank() as u64);
-    let model = Mlp::new(HIDDEN)?;
+    let model = match args.model.as_str() {
+        "mlp" => Model::Mlp(Box::new(Mlp::new(HIDDEN)?)),
+        "cnn" => Model::Cnn(Box::new(Cnn::new(comm, CHANNELS)?)),
+        other => {
+            return Err(kusari_mn::Error::InvalidArgument {
+                op: "data_parallel".into(),
+                rank: comm.rank(),
+                msg: format!("unknown model {other:?}; expected \"mlp\" or \"cnn\""),
+            });
+        }
+    };
     model.to_device(device)?;
-    let mut optimizer = create_multi_node_optimizer(Adam::new().alpha(0.005), comm);
+    // The learning rates of the one-process examples.
+    let alpha = if matches!(model, Model::Cnn(_)) {
+        0.002
+    } else {
+        0.005
+    };
+    let mut optimizer = create_multi_node_optimizer(Adam::new().alpha(alpha), comm)
+        .double_buffering(args.double_buffering);
     // The first layer is sized by the first batch: one forward pass initialises it, so that
     // the optimizer can broadcast rank 0's weights before the first step.
     model.forward(&Variable::constant(train.batch(&[0])?.0.to_device(device)?))?;
     optimizer.setup(&model)?;
     if comm.rank() == 0 {
         println!(
-            "{} rank(s), communicator {} over {}, device {device}, global batch {} ({} per rank)",
+            "{}: {} rank(s), communicator {} over {}, device {device}, global batch {} ({} per \
+             rank)",
+            args.model,
             comm.size(),
             comm.name(),
             comm.transport_name(),
@@ -178,7 +280,7 @@ fn train(comm: &Communicator, args: &Args) -> kusari_mn::Result<()> {
 }
 
 /// The share of `indices` of `data` the model classifies right.
-fn accuracy(model: &Mlp, data: &Digits, indices: &[usize], device: Device) -> Result<f64> {
+fn accuracy(model: &Model, data: &Digits, indices: &[usize], device: Device) -> Result<f64> {
     let _eval = config::using_config(config::Config {
         train: false,
         enable_backprop: false,
