@@ -21,14 +21,7 @@ pub fn run_or_abort<T, E: Display>(comm: &Communicator, f: impl FnOnce() -> Resu
     let failure = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(value)) => return value,
         Ok(Err(e)) => e.to_string(),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic".into());
-            format!("panicked: {msg}")
-        }
+        Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
     };
     eprintln!(
         "kusari-mn: rank {} of {} failed: {failure}; aborting the job",
@@ -36,4 +29,13 @@ pub fn run_or_abort<T, E: Display>(comm: &Communicator, f: impl FnOnce() -> Resu
         comm.size()
     );
     comm.abort(1)
+}
+
+/// The message a panic carried (`panic!`'s formatted string or literal).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into())
 }

@@ -11,6 +11,7 @@ use kusari::{Array, DType, Device};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::abort::panic_message;
 use crate::error::{Error, Result};
 use crate::payload;
 use crate::thread::{ThreadTransport, decode_parts, encode_parts};
@@ -203,15 +204,10 @@ pub fn run_threads_with<T: Send>(
             .into_iter()
             .map(|(rank, h)| {
                 h.join().unwrap_or_else(|panic| {
-                    let msg = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "a panic".into());
                     Err(Error::Transport {
                         op: "run_threads".into(),
                         rank,
-                        msg: format!("the rank panicked: {msg}"),
+                        msg: format!("the rank panicked: {}", panic_message(panic.as_ref())),
                     })
                 })
             })

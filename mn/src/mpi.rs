@@ -133,6 +133,16 @@ impl MpiTransport {
         Ok(())
     }
 
+    /// Sums `buf` over the ranks in place (MPI needs a separate send buffer: a copy).
+    fn allreduce_sum<T: Equivalence + Clone>(&self, op: &str, buf: &mut [T]) -> Result<()> {
+        count(op, self.rank, buf.len())?;
+        let send = buf.to_vec();
+        self.comm()
+            .0
+            .all_reduce_into(&send[..], buf, SystemOperation::sum());
+        Ok(())
+    }
+
     /// Every rank's length of a varying-size collective.
     fn lengths(&self, op: &str, comm: &SimpleCommunicator, n: usize) -> Result<Vec<i32>> {
         let mine = count(op, self.rank, n)?;
@@ -164,21 +174,11 @@ impl Transport for MpiTransport {
     }
 
     fn allreduce_sum_f32(&self, op: &str, buf: &mut [f32]) -> Result<()> {
-        count(op, self.rank, buf.len())?;
-        let send = buf.to_vec();
-        self.comm()
-            .0
-            .all_reduce_into(&send[..], buf, SystemOperation::sum());
-        Ok(())
+        self.allreduce_sum(op, buf)
     }
 
     fn allreduce_sum_f64(&self, op: &str, buf: &mut [f64]) -> Result<()> {
-        count(op, self.rank, buf.len())?;
-        let send = buf.to_vec();
-        self.comm()
-            .0
-            .all_reduce_into(&send[..], buf, SystemOperation::sum());
-        Ok(())
+        self.allreduce_sum(op, buf)
     }
 
     fn bcast(&self, op: &str, buf: &mut Vec<u8>, root: usize) -> Result<()> {
