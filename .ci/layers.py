@@ -27,7 +27,7 @@ LAYERS = [
     ("base", ["env", "error", "dtype", "scalar", "layout", "device", "sync", "random", "ops_macros", "window"]),
     ("storage backends", ["op", "builtin_kernels", "launch_plan", "cpu", "cuda", "storage", "memory"]),
     ("config", ["config"]),
-    ("array", ["array", "elementwise_kernel", "reduction_kernel", "raw_kernel"]),
+    ("array", ["array", "elementwise_kernel", "reduction_kernel", "raw_kernel", "nccl"]),
     ("graph", ["graph"]),
     ("functions", ["functions", "macro_support"]),
     ("links", ["link"]),

@@ -9,10 +9,14 @@
 //! cargo build --release -p kusari-mn --features mpi --example data_parallel
 //! mpirun -np 2 target/release/examples/data_parallel --communicator flat
 //! mpirun -np 2 target/release/examples/data_parallel --model cnn
+//! # GPUs: one rank a GPU, gradients by NCCL; several machines: a hostfile
+//! cargo build --release -p kusari-mn --features mpi,nccl --example data_parallel
+//! mpirun -np 8 --hostfile hosts target/release/examples/data_parallel --communicator pure_nccl
 //! ```
 //!
-//! Options: `--model mlp|cnn` (default `mlp`), `--communicator naive|flat|single` (default
-//! `flat`; `single` runs without `mpirun`), `--epochs N` (default 10), `--batch-size B` (the
+//! Options: `--model mlp|cnn` (default `mlp`), `--communicator naive|flat|pure_nccl|single`
+//! (default `flat`; `pure_nccl` needs the feature `nccl` and a GPU a rank; `single` runs
+//! without `mpirun`), `--epochs N` (default 10), `--batch-size B` (the
 //! global batch, default 64, split evenly over the ranks), `--no-overlap` (exchange the
 //! gradients after backward instead of during it), `--double-buffering` (step with the
 //! previous update's mean gradients). Rank 0 prints each epoch's mean loss and test accuracy

@@ -197,7 +197,8 @@ pub fn examples(range: std::ops::Range<usize>) -> Result<(Array, Array)> {
 /// this rank alone with the whole batch. Returns the largest difference between their
 /// parameters relative to the largest parameter; data parallelism is right when it is at
 /// rounding level. Each rank starts from other random weights: the optimizer's `setup` must
-/// make them rank 0's, which the one-process net is seeded to match.
+/// make them rank 0's, which the one-process net is seeded to match. Both nets and the data
+/// live on this thread's [default device](kusari::default_device).
 pub fn equivalence(comm: &Communicator, steps: usize, batch: usize) -> Result<f64> {
     let (r, n) = (comm.rank(), comm.size());
     if !batch.is_multiple_of(n) {
@@ -208,10 +209,13 @@ pub fn equivalence(comm: &Communicator, steps: usize, batch: usize) -> Result<f6
         });
     }
     let local = batch / n;
+    let device = kusari::default_device();
     let parallel = Net::new(100 + r as u64)?;
+    parallel.to_device(device)?;
     let mut opt = create_multi_node_optimizer(MomentumSGD::new().lr(0.1), comm);
     opt.setup(&parallel)?;
     let single = Net::new(100)?;
+    single.to_device(device)?;
     let mut single_opt = MomentumSGD::new().lr(0.1);
     for step in 0..steps {
         let start = step * batch;

@@ -24,6 +24,8 @@ pub enum Algorithm {
     Naive,
     /// Buckets of packed gradients, in reverse parameter order.
     Flat,
+    /// Buckets packed on the GPU, one NCCL all-reduce each (feature `nccl`).
+    PureNccl,
 }
 
 /// What a communicator is built with besides its transport and algorithm.
@@ -31,7 +33,9 @@ pub enum Algorithm {
 pub struct Options {
     /// The dtype gradients travel in (ChainerMN's `allreduce_grad_dtype`): `None` sends
     /// float64 parameters' gradients as float64 and all others as float32; `Some(F32)` or
-    /// `Some(F64)` sends every gradient in that dtype.
+    /// `Some(F64)` sends every gradient in that dtype; `pure_nccl` also takes `Some(F16)` and
+    /// `Some(BF16)` (half the bytes; each rank's gradient is scaled by 1/size before the sum,
+    /// NCCL's `ncclAvg`, so the sum does not overflow).
     pub allreduce_grad_dtype: Option<DType>,
     /// The largest bucket, in bytes of the exchange dtype (PyTorch DDP's `bucket_cap_mb`: 25 MiB).
     /// A parameter larger than this travels alone.
@@ -41,7 +45,8 @@ pub struct Options {
     pub first_bucket_cap_bytes: usize,
     /// Whether the multi-node optimizer exchanges each bucket during backward, as soon as its
     /// gradients are complete (PyTorch DDP's overlap), rather than all after backward. Used by
-    /// `flat` on a transport that allows it ([`Transport::concurrent`]); `naive` never does.
+    /// `flat` on a transport that allows it ([`Transport::concurrent`]); `naive` and
+    /// `pure_nccl` never do.
     pub overlap: bool,
 }
 
@@ -93,10 +98,13 @@ struct Inner {
     name: &'static str,
     algorithm: Algorithm,
     options: Options,
+    /// `pure_nccl`'s NCCL communicator, on this rank's GPU.
+    #[cfg(feature = "nccl")]
+    nccl: Option<kusari::nccl::NcclComm>,
 }
 
-/// A communicator of `name` (`naive`, `flat` or `single`) on MPI's world: the program must be
-/// started with `mpirun` (`single` needs neither MPI nor `mpirun`).
+/// A communicator of `name` (`naive`, `flat`, `pure_nccl` or `single`) on MPI's world: the
+/// program must be started with `mpirun` (`single` needs neither MPI nor `mpirun`).
 #[cfg(feature = "mpi")]
 pub fn create_communicator(name: &str) -> Result<Communicator> {
     if name == "single" {
@@ -112,14 +120,33 @@ pub fn create_communicator(name: &str) -> Result<Communicator> {
 /// |---|---|---|
 /// | `naive` | one all-reduce per parameter, through the host | checking the others; few, large parameters |
 /// | `flat` | packed into buckets (about 25 MiB, a small first one) in reverse parameter order, one all-reduce per bucket, through the host, during backward | MPI between processes, CPU or GPU ranks |
+/// | `pure_nccl` | packed into buckets on each rank's GPU (`cuda:{intra_rank}`), one NCCL all-reduce each, in float32, float64, float16 or bfloat16 ([`Options::allreduce_grad_dtype`]), after backward | GPUs, on one node or several (feature `nccl`) |
 /// | `single` | nothing to exchange: one rank | running the same program without `mpirun` |
 ///
-/// `pure_nccl` (NCCL between GPUs) is named by ChainerMN and planned here; asking for it is an
-/// error that says so.
+/// `pure_nccl` forms its NCCL communicator here (collective): rank 0 makes NCCL's unique id
+/// and sends it over the transport; a rank that cannot join (no GPU for it, no NCCL library)
+/// makes it an error on every rank. Its collectives on arrays on the rank's GPU go through
+/// NCCL where NCCL has them (`allreduce`, `bcast`, `allgather`); objects, `gather`, `scatter`,
+/// `alltoall`, `send`/`recv` and host arrays go through the transport. On the emulated device
+/// (`KUSARI_CUDA_EMULATE`), NCCL is kusari's stand-in, a test double that enforces NCCL's
+/// rules (`kusari::nccl`, kusari's feature `nccl`). ChainerMN's other names
+/// (`hierarchical`, `two_dimensional`, `non_cuda_aware`) are errors that say to use
+/// `pure_nccl` or `flat`.
 pub fn create_communicator_with(
     name: &str,
     transport: Box<dyn Transport>,
     options: Options,
+) -> Result<Communicator> {
+    let ordinal = transport.intra_rank();
+    create_on(name, transport, options, ordinal)
+}
+
+/// [`create_communicator_with`], `pure_nccl` on `cuda:{ordinal}`.
+fn create_on(
+    name: &str,
+    transport: Box<dyn Transport>,
+    options: Options,
+    ordinal: usize,
 ) -> Result<Communicator> {
     let invalid = |msg: String| Error::InvalidArgument {
         op: "create_communicator".into(),
@@ -136,35 +163,63 @@ pub fn create_communicator_with(
                 transport.size()
             )));
         }
-        "pure_nccl" | "hierarchical" | "two_dimensional" | "non_cuda_aware" => {
+        #[cfg(feature = "nccl")]
+        "pure_nccl" => ("pure_nccl", Algorithm::PureNccl),
+        #[cfg(not(feature = "nccl"))]
+        "pure_nccl" => {
+            return Err(invalid(
+                "the `pure_nccl` communicator needs kusari-mn's feature `nccl` (and kusari's \
+                 CUDA backend); without it use `flat`, which carries CUDA gradients through the \
+                 host"
+                    .into(),
+            ));
+        }
+        "hierarchical" | "two_dimensional" | "non_cuda_aware" => {
             return Err(invalid(format!(
-                "the `{name}` communicator is not built yet; use `flat` (it carries CUDA \
-                 gradients through the host)"
+                "the `{name}` communicator is not built; use `pure_nccl` (NCCL between GPUs, \
+                 feature `nccl`) or `flat`"
             )));
         }
         other => {
             return Err(invalid(format!(
-                "unknown communicator {other:?}; expected \"naive\", \"flat\" or \"single\""
+                "unknown communicator {other:?}; expected \"naive\", \"flat\", \"pure_nccl\" \
+                 or \"single\""
             )));
         }
     };
-    match options.allreduce_grad_dtype {
-        None | Some(DType::F32 | DType::F64) => {}
-        Some(other) => {
+    match (options.allreduce_grad_dtype, algorithm) {
+        (None | Some(DType::F32 | DType::F64), _)
+        | (Some(DType::F16 | DType::BF16), Algorithm::PureNccl) => {}
+        (Some(other), Algorithm::PureNccl) => {
             return Err(invalid(format!(
-                "allreduce_grad_dtype {other} is not float32 or float64"
+                "allreduce_grad_dtype {other} is not float16, bfloat16, float32 or float64"
+            )));
+        }
+        (Some(other), _) => {
+            return Err(invalid(format!(
+                "allreduce_grad_dtype {other} is not float32 or float64 (float16 and bfloat16 \
+                 travel with `pure_nccl`)"
             )));
         }
     }
     if options.bucket_cap_bytes == 0 || options.first_bucket_cap_bytes == 0 {
         return Err(invalid("bucket caps must be at least one byte".into()));
     }
+    #[cfg(feature = "nccl")]
+    let nccl = match algorithm {
+        Algorithm::PureNccl => Some(crate::nccl::join(transport.as_ref(), ordinal)?),
+        _ => None,
+    };
+    #[cfg(not(feature = "nccl"))]
+    let _ = ordinal;
     Ok(Communicator {
         inner: Arc::new(Inner {
             transport,
             name,
             algorithm,
             options,
+            #[cfg(feature = "nccl")]
+            nccl,
         }),
     })
 }
@@ -248,7 +303,7 @@ impl Communicator {
         self.t().intra_size()
     }
 
-    /// The communicator's name (`naive`, `flat`, `single`).
+    /// The communicator's name (`naive`, `flat`, `pure_nccl`, `single`).
     pub fn name(&self) -> &'static str {
         self.inner.name
     }
@@ -268,8 +323,13 @@ impl Communicator {
         &self.inner.options
     }
 
-    /// This rank's GPU when it has CUDA devices: `cuda:{intra_rank}`; the host otherwise.
+    /// This rank's GPU when it has CUDA devices: `cuda:{intra_rank}` (for `pure_nccl`, the
+    /// device of its NCCL communicator); the host otherwise.
     pub fn device(&self) -> Device {
+        #[cfg(feature = "nccl")]
+        if let Some(nccl) = &self.inner.nccl {
+            return nccl.device();
+        }
         if kusari::cuda::device_count() > 0 {
             Device::Cuda(self.intra_rank())
         } else {
@@ -283,15 +343,30 @@ impl Communicator {
     }
 
     /// The ranks that give the same `color`, numbered by `key` then by rank, as a communicator
-    /// of the same kind (MPI's `MPI_Comm_split`). Collective.
+    /// of the same kind (MPI's `MPI_Comm_split`; for `pure_nccl`, a new NCCL communicator on
+    /// each rank's same GPU). Collective.
     pub fn split(&self, color: u32, key: u32) -> Result<Communicator> {
         let transport = self.t().split("split", color, key)?;
         let options = self.inner.options.clone();
-        let name = match self.inner.algorithm {
-            Algorithm::Naive => "naive",
-            Algorithm::Flat => "flat",
+        let ordinal = match self.device() {
+            Device::Cuda(i) if self.inner.algorithm == Algorithm::PureNccl => i,
+            _ => transport.intra_rank(),
         };
-        create_communicator_with(name, transport, options)
+        create_on(self.inner.name, transport, options, ordinal)
+    }
+
+    /// `pure_nccl`'s NCCL communicator when every rank's `x` is on its GPU (asked of every
+    /// rank, so that all take the same path), else `None`: the transport carries it.
+    #[cfg(feature = "nccl")]
+    fn nccl_for(&self, op: &str, x: &Array) -> Result<Option<&kusari::nccl::NcclComm>> {
+        let Some(nccl) = &self.inner.nccl else {
+            return Ok(None);
+        };
+        let mine = [u8::from(
+            x.device() == nccl.device() && crate::nccl::reduces(x.dtype()),
+        )];
+        let all = self.t().allgather(op, &mine)?;
+        Ok(all.iter().all(|f| f[..] == [1]).then_some(nccl))
     }
 
     fn invalid(&self, op: &str, msg: impl Into<String>) -> Error {
@@ -311,6 +386,28 @@ impl Communicator {
     /// Root's `x` on every rank: the root passes `Some`, the others `None` (what they pass is
     /// not read). The others get it on their [default device](kusari::default_device).
     pub fn bcast(&self, x: Option<&Array>, root: usize) -> Result<Array> {
+        #[cfg(feature = "nccl")]
+        if let Some(nccl) = &self.inner.nccl {
+            // The root says what it sends and whether it is on its GPU.
+            let meta = match (self.rank() == root, x) {
+                (true, Some(x)) => Some((
+                    x.shape().to_vec(),
+                    DType::ALL.iter().position(|d| *d == x.dtype()).unwrap_or(0),
+                    x.device() == nccl.device() && crate::nccl::reduces(x.dtype()),
+                )),
+                (true, None) => None,
+                (false, _) => Some(Default::default()),
+            };
+            let Some(meta) = meta else {
+                return Err(self.invalid("bcast", "the root must give the array"));
+            };
+            let (shape, dtype, on_gpu): (Vec<usize>, usize, bool) =
+                self.bcast_obj(Some(&meta), root)?;
+            if on_gpu {
+                let dtype = DType::ALL[dtype.min(DType::ALL.len() - 1)];
+                return crate::nccl::bcast(nccl, x, &shape, dtype, root);
+            }
+        }
         let mut buf = match (self.rank() == root, x) {
             (true, Some(x)) => payload::encode(x)?,
             (true, None) => return Err(self.invalid("bcast", "the root must give the array")),
@@ -330,6 +427,10 @@ impl Communicator {
     pub fn allreduce(&self, x: &Array) -> Result<Array> {
         const OP: &str = "allreduce";
         self.agree(OP, &describe(x))?;
+        #[cfg(feature = "nccl")]
+        if let Some(nccl) = self.nccl_for(OP, x)? {
+            return crate::nccl::allreduce(nccl, x);
+        }
         match x.dtype() {
             DType::F32 => {
                 let mut v = x.to_vec::<f32>()?;
@@ -360,6 +461,16 @@ impl Communicator {
 
     /// Every rank's `x`, in rank order, on `x`'s device.
     pub fn allgather(&self, x: &Array) -> Result<Vec<Array>> {
+        #[cfg(feature = "nccl")]
+        if self.inner.nccl.is_some() {
+            // NCCL gathers one shape: the ranks first compare theirs.
+            let shapes = self.allgather_obj(&describe(x))?;
+            if shapes.iter().all(|s| s == &shapes[0])
+                && let Some(nccl) = self.nccl_for("allgather", x)?
+            {
+                return crate::nccl::allgather(nccl, x);
+            }
+        }
         let all = self.t().allgather("allgather", &payload::encode(x)?)?;
         all.iter()
             .map(|b| self.decode("allgather", b, x.device()))
@@ -657,6 +768,20 @@ impl Communicator {
             return Ok(());
         }
         for bucket in self.buckets(link) {
+            #[cfg(feature = "nccl")]
+            if let Some(nccl) = &self.inner.nccl {
+                let members: Vec<(&str, &Parameter)> = bucket
+                    .params
+                    .iter()
+                    .map(|n| (n.as_str(), params[n]))
+                    .collect();
+                let means =
+                    crate::nccl::mean_bucket(nccl, OP, self.rank(), &members, bucket.dtype)?;
+                for ((_, p), mean) in members.iter().zip(means) {
+                    set_grad(p, mean)?;
+                }
+                continue;
+            }
             let members: Vec<&Parameter> = bucket.params.iter().map(|n| params[n]).collect();
             let grads: Vec<Option<Array>> = members.iter().map(|p| p.grad()).collect();
             let shapes: Vec<Vec<usize>> = members

@@ -62,6 +62,8 @@ pub mod functions;
 mod links;
 #[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(feature = "nccl")]
+mod nccl;
 mod optimizer;
 mod overlap;
 mod payload;

@@ -38,6 +38,11 @@ struct Job {
 
 /// `mpirun -np <ranks> kusari-mn-check <args>`, killed after [`LIMIT`].
 fn run(mpirun: &PathBuf, ranks: usize, args: &[&str]) -> Job {
+    run_with(mpirun, ranks, args, &[])
+}
+
+/// [`run`] with the variables `env` set for every rank.
+fn run_with(mpirun: &PathBuf, ranks: usize, args: &[&str], env: &[(&str, &str)]) -> Job {
     let open_mpi = Command::new(mpirun)
         .arg("--version")
         .output()
@@ -62,6 +67,7 @@ fn run(mpirun: &PathBuf, ranks: usize, args: &[&str]) -> Job {
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         // One thread per rank: the ranks share the machine's cores.
         .env("RAYON_NUM_THREADS", "1")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap())
@@ -162,6 +168,33 @@ fn ranks_with_different_models_are_told_so_instead_of_deadlocking() {
         job.stderr
             .contains("the ranks disagree: rank 0 has 4 parameters")
             && job.stderr.contains("rank 1 has 6"),
+        "{}",
+        job.stderr
+    );
+}
+
+/// The NCCL stand-in connects threads of one process: a job of processes on emulated devices
+/// is refused on every rank at once, saying so, instead of waiting for ranks it cannot reach.
+#[cfg(feature = "nccl")]
+#[test]
+fn pure_nccl_on_emulated_devices_across_processes_says_why_it_cannot() {
+    let Some(mpirun) = mpirun() else { return };
+    let env = [("KUSARI_CUDA_EMULATE", "2")];
+    let job = run_with(&mpirun, 2, &["equivalence", "pure_nccl"], &env);
+    assert!(!job.success, "the job should fail:\n{}", job.stdout);
+    for r in 0..2 {
+        assert!(
+            job.stderr.contains(&format!(
+                "create_communicator(\"pure_nccl\") on rank {r}: rank 0 cannot join"
+            )),
+            "{}",
+            job.stderr
+        );
+    }
+    assert!(
+        job.stderr
+            .contains("threads of one process, not mpi processes")
+            || job.stderr.contains("NCCL cannot run"),
         "{}",
         job.stderr
     );

@@ -467,7 +467,11 @@ fn wrong_arguments_are_errors_that_say_what_to_do() {
             .to_string()
     };
     assert!(err("mpi", Options::default()).contains("unknown communicator \"mpi\""));
-    assert!(err("pure_nccl", Options::default()).contains("not built yet; use `flat`"));
+    assert!(err("hierarchical", Options::default()).contains("use `pure_nccl`"));
+    // Without the feature, `pure_nccl` says which feature it needs; with it, this host-only
+    // world (no emulated device asked for) cannot join NCCL.
+    #[cfg(not(feature = "nccl"))]
+    assert!(err("pure_nccl", Options::default()).contains("needs kusari-mn's feature `nccl`"));
     let f16 = Options {
         allreduce_grad_dtype: Some(DType::F16),
         ..Options::default()

@@ -36,6 +36,8 @@ pub mod link;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod memory;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 mod op;
 mod ops_macros;
 pub mod prelude;

@@ -61,6 +61,15 @@ impl Storage {
         }
     }
 
+    /// The device buffer, when this is one (what NCCL's calls address).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn cuda_buffer(&self) -> Option<&CudaStorage> {
+        match self {
+            Storage::Cpu(_) => None,
+            Storage::Cuda(s) => Some(s),
+        }
+    }
+
     /// A typed reference to a host buffer with `layout`; `None` on a device or for another
     /// element type.
     pub(crate) fn host_ref<'a, T: Element>(&'a self, layout: &'a Layout) -> Option<CpuRef<'a, T>> {

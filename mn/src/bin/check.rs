@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! mpirun -np 2 kusari-mn-check collectives
-//! mpirun -np 2 kusari-mn-check equivalence naive|flat
+//! mpirun -np 2 kusari-mn-check equivalence naive|flat|pure_nccl
 //! mpirun -np 2 kusari-mn-check fail-rank R       # rank R fails after a collective
 //! mpirun -np 2 kusari-mn-check mismatch          # rank 1's model has another layer
 //! ```
@@ -48,6 +48,11 @@ fn run(comm: &Communicator, args: &[String]) -> kusari_mn::Result<()> {
             println!("rank {r}: ok collectives over {} ranks", comm.size());
         }
         Some("equivalence") => {
+            // `pure_nccl` averages gradients on each rank's GPU: the model lives there.
+            let _on = match comm.algorithm() {
+                kusari_mn::Algorithm::PureNccl => Some(kusari::using_device(comm.device())?),
+                _ => None,
+            };
             let rel = check::equivalence(comm, STEPS, BATCH)?;
             println!(
                 "rank {r}: ok equivalence {} relative difference {rel:e}",

@@ -104,6 +104,13 @@ impl Array {
         &self.storage
     }
 
+    /// Whether this array is the only holder of its buffer (no other array or weak handle):
+    /// then writing the buffer in place changes no other array.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn owns_buffer(&self) -> bool {
+        Arc::strong_count(&self.storage) == 1 && Arc::weak_count(&self.storage) == 0
+    }
+
     /// A view of the same buffer with another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Self {
         Array {

@@ -67,6 +67,12 @@ impl CudaStorage {
         self.len * self.dtype.size_in_bytes()
     }
 
+    /// The number of elements.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     pub(crate) fn dtype(&self) -> DType {
         self.dtype
     }

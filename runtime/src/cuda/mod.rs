@@ -28,6 +28,8 @@ mod driver;
 mod index;
 mod launch;
 mod memory;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
 mod ops;
 mod raw;
 mod reduction_launch;

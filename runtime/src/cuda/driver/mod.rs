@@ -28,6 +28,12 @@ use crate::env::CUDA_EMULATE as EMULATE_VAR;
 use crate::error::{Error, Result};
 
 mod emulated;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
+#[cfg(feature = "nccl")]
+mod nccl_real;
+#[cfg(feature = "nccl")]
+mod nccl_types;
 pub(crate) mod real;
 mod types;
 

@@ -168,8 +168,14 @@ impl RealDevice {
     }
 
     /// Makes this device's context current on the calling thread (cheap when it already is).
-    fn bind(&self) -> DriverResult<()> {
+    pub(crate) fn bind(&self) -> DriverResult<()> {
         self.ctx.bind_to_thread().map_err(err)
+    }
+
+    /// The stream every operation on this device is ordered on (NCCL's work joins it).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
     }
 
     pub(crate) fn alloc(&self, bytes: usize) -> DriverResult<DevicePtr> {

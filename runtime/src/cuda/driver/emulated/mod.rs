@@ -13,6 +13,8 @@
 //! - **Execution** ([`run`]): every block and thread of the grid; real barriers; launches and
 //!   their parameters checked.
 //! - **cuBLAS** ([`blas`]): the strided-batched GEMM with cuBLAS's column-major semantics.
+//! - **NCCL** (`nccl`, feature `nccl`): a stand-in, a test double that enforces NCCL's rules,
+//!   with the ranks as threads of this process.
 //!
 //! Work is done when it is issued (the stream is always idle). Anything not emulated is an
 //! error naming it.
@@ -20,8 +22,12 @@
 mod blas;
 mod compile;
 mod memory;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
 mod run;
 
+#[cfg(all(test, feature = "nccl"))]
+mod nccl_tests;
 #[cfg(test)]
 mod tests;
 
