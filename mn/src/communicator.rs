@@ -432,21 +432,18 @@ impl Communicator {
             return crate::nccl::allreduce(nccl, x);
         }
         match x.dtype() {
-            DType::F32 => {
-                let mut v = x.to_vec::<f32>()?;
-                self.t().allreduce_sum_f32(OP, &mut v)?;
-                Ok(Array::from_vec(v, x.shape())?.to_device(x.device())?)
-            }
-            DType::F64 => {
-                let mut v = x.to_vec::<f64>()?;
-                self.t().allreduce_sum_f64(OP, &mut v)?;
-                Ok(Array::from_vec(v, x.shape())?.to_device(x.device())?)
-            }
-            DType::F16 | DType::BF16 => {
-                let mut v = x.astype(DType::F32)?.to_vec::<f32>()?;
-                self.t().allreduce_sum_f32(OP, &mut v)?;
-                let sum = Array::from_vec(v, x.shape())?.astype(x.dtype())?;
-                Ok(sum.to_device(x.device())?)
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+                // float64 travels as itself, the others as float32 (half types rounded once).
+                let wire = if x.dtype() == DType::F64 {
+                    DType::F64
+                } else {
+                    DType::F32
+                };
+                let shape = [x.shape().to_vec()];
+                let mut packed = Packed::pack(wire, &[Some(x.clone())], &shape)?;
+                self.sum_in_place(OP, &mut packed)?;
+                let sum = packed.unpack(&shape)?.pop().expect("one array");
+                Ok(sum.astype(x.dtype())?.to_device(x.device())?)
             }
             _ => {
                 let all = self.allgather(x)?;
@@ -797,19 +794,24 @@ impl Communicator {
         Ok(())
     }
 
+    /// Replaces `packed` by its sum over the ranks.
+    fn sum_in_place(&self, op: &str, packed: &mut Packed) -> Result<()> {
+        match packed {
+            Packed::F32(buf) => self.t().allreduce_sum_f32(op, buf),
+            Packed::F64(buf) => self.t().allreduce_sum_f64(op, buf),
+        }
+    }
+
     /// Replaces `packed` by its mean over the ranks.
     pub(crate) fn mean_in_place(&self, op: &str, packed: &mut Packed) -> Result<()> {
+        self.sum_in_place(op, packed)?;
         let scale = 1.0 / self.size() as f64;
         match packed {
             Packed::F32(buf) => {
-                self.t().allreduce_sum_f32(op, buf)?;
                 let scale = scale as f32;
                 buf.iter_mut().for_each(|v| *v *= scale);
             }
-            Packed::F64(buf) => {
-                self.t().allreduce_sum_f64(op, buf)?;
-                buf.iter_mut().for_each(|v| *v *= scale);
-            }
+            Packed::F64(buf) => buf.iter_mut().for_each(|v| *v *= scale),
         }
         Ok(())
     }

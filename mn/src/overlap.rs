@@ -153,7 +153,9 @@ impl Overlap {
                 (shared.clone(), vars.clone(), plans.clone(), tx.clone());
             // The hook holds the variables (a cycle through each parameter's node), broken when
             // `hooks` is dropped with this `Overlap`.
-            let hook = var.on_grad_ready(move || ready(i, &shared, &vars, &plans, &tx))?;
+            // The bucket holding parameter `i`, found once here rather than at every backward.
+            let bucket = plans.iter().position(|p| p.members.contains(&i));
+            let hook = var.on_grad_ready(move || ready(i, bucket, &shared, &vars, &plans, &tx))?;
             hooks.push(hook);
         }
         Ok(Overlap {
@@ -302,8 +304,15 @@ fn pack(vars: &[Variable], plan: &Plan) -> Result<Packed> {
     Packed::pack(plan.dtype, &grads, &shapes)
 }
 
-/// Parameter `i`'s gradient is complete: start every bucket now ready, in order.
-fn ready(i: usize, shared: &Shared, vars: &[Variable], plans: &[Plan], tx: &Sender<Job>) {
+/// Parameter `i`'s gradient (in `bucket`) is complete: start every bucket now ready, in order.
+fn ready(
+    i: usize,
+    bucket: Option<usize>,
+    shared: &Shared,
+    vars: &[Variable],
+    plans: &[Plan],
+    tx: &Sender<Job>,
+) {
     let mut round = shared.lock();
     if !round.enabled || round.error.is_some() {
         return;
@@ -313,7 +322,7 @@ fn ready(i: usize, shared: &Shared, vars: &[Variable], plans: &[Plan], tx: &Send
         return;
     }
     round.ready[i] = true;
-    if let Some(b) = plans.iter().position(|p| p.members.contains(&i)) {
+    if let Some(b) = bucket {
         round.pending[b] -= 1;
     }
     while round.next < plans.len() && round.pending[round.next] == 0 {

@@ -260,6 +260,44 @@ fn adam_follows_its_rule() -> Result<()> {
     Ok(())
 }
 
+/// Adam without AMSGrad updates in one elementwise pass (one kernel on CUDA): on the host it
+/// must give the bits of the rule written as array operations, on CUDA the same values to
+/// the last places (NVRTC may fuse a multiply and an add).
+#[test]
+fn adam_in_one_pass_gives_its_array_form() -> Result<()> {
+    let mut devices = vec![Device::Cpu];
+    devices.extend(kusari::testing::cuda_or_skip(
+        "adam_in_one_pass_gives_its_array_form",
+    )?);
+    for device in devices {
+        for dtype in [DType::F32, DType::F64] {
+            let mut opt = Adam::new().alpha(0.05).weight_decay_rate(0.1).eta(0.5);
+            let link = tiny_on(dtype, device)?;
+            let mut w = link.a.array()?;
+            let (mut m, mut v) = (w.zeros_like()?, w.zeros_like()?);
+            for (t, (ga, gb)) in (1..).zip(&GRADS) {
+                backprop(&link, ga, gb)?;
+                let g = link.a.grad().unwrap();
+                opt.update(&link)?;
+                m = m.add(&g.sub(&m)?.mul_scalar(1.0 - opt.beta1)?)?;
+                v = v.add(&g.mul(&g)?.sub(&v)?.mul_scalar(1.0 - opt.beta2)?)?;
+                let step = m
+                    .mul_scalar(opt.lr(t))?
+                    .div(&v.sqrt()?.add_scalar(opt.eps)?)?;
+                let step = step.add(&w.mul_scalar(opt.weight_decay_rate)?)?;
+                w = w.sub(&step.mul_scalar(opt.eta)?)?;
+                let (got, want) = (values(&link.a), w.to_f64_vec()?);
+                if device == Device::Cpu {
+                    assert_eq!(got, want, "{dtype} step {t}");
+                } else {
+                    assert_close(&got, &want, tolerance(dtype));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn adam_lr_is_the_bias_corrected_step() {
     let adam = Adam::new();
