@@ -355,18 +355,25 @@ impl Communicator {
         create_on(self.inner.name, transport, options, ordinal)
     }
 
-    /// `pure_nccl`'s NCCL communicator when every rank's `x` is on its GPU (asked of every
-    /// rank, so that all take the same path), else `None`: the transport carries it.
-    #[cfg(feature = "nccl")]
-    fn nccl_for(&self, op: &str, x: &Array) -> Result<Option<&kusari::nccl::NcclComm>> {
-        let Some(nccl) = &self.inner.nccl else {
-            return Ok(None);
-        };
-        let mine = [u8::from(
-            x.device() == nccl.device() && crate::nccl::reduces(x.dtype()),
-        )];
-        let all = self.t().allgather(op, &mine)?;
-        Ok(all.iter().all(|f| f[..] == [1]).then_some(nccl))
+    /// Every rank's description of `x` (dtype and shape), and whether every rank's `x` can go
+    /// through `pure_nccl`'s NCCL (on the rank's GPU, in a dtype NCCL reduces), in one
+    /// exchange: every rank learns the same, so all take the same path.
+    fn survey(&self, op: &str, x: &Array) -> Result<(Vec<Vec<u8>>, bool)> {
+        #[cfg(feature = "nccl")]
+        let on_gpu =
+            self.inner.nccl.as_ref().is_some_and(|nccl| {
+                x.device() == nccl.device() && kusari::nccl::reduces(x.dtype())
+            });
+        #[cfg(not(feature = "nccl"))]
+        let on_gpu = false;
+        let mut mine = describe(x).into_bytes();
+        mine.push(u8::from(on_gpu));
+        let mut all = self.t().allgather(op, &mine)?;
+        let all_on_gpu = all.iter().all(|w| w.last() == Some(&1));
+        for w in &mut all {
+            w.pop();
+        }
+        Ok((all, all_on_gpu))
     }
 
     fn invalid(&self, op: &str, msg: impl Into<String>) -> Error {
@@ -392,8 +399,8 @@ impl Communicator {
             let meta = match (self.rank() == root, x) {
                 (true, Some(x)) => Some((
                     x.shape().to_vec(),
-                    DType::ALL.iter().position(|d| *d == x.dtype()).unwrap_or(0),
-                    x.device() == nccl.device() && crate::nccl::reduces(x.dtype()),
+                    payload::dtype_code(x.dtype()),
+                    x.device() == nccl.device() && kusari::nccl::reduces(x.dtype()),
                 )),
                 (true, None) => None,
                 (false, _) => Some(Default::default()),
@@ -401,10 +408,14 @@ impl Communicator {
             let Some(meta) = meta else {
                 return Err(self.invalid("bcast", "the root must give the array"));
             };
-            let (shape, dtype, on_gpu): (Vec<usize>, usize, bool) =
+            let (shape, code, on_gpu): (Vec<usize>, u8, bool) =
                 self.bcast_obj(Some(&meta), root)?;
             if on_gpu {
-                let dtype = DType::ALL[dtype.min(DType::ALL.len() - 1)];
+                let dtype = payload::dtype_of(code).ok_or_else(|| Error::Transport {
+                    op: "bcast".into(),
+                    rank: self.rank(),
+                    msg: format!("the root's dtype code {code} is not a dtype"),
+                })?;
                 return crate::nccl::bcast(nccl, x, &shape, dtype, root);
             }
         }
@@ -426,11 +437,14 @@ impl Communicator {
     /// added in rank order (float16 and bfloat16 in float32, rounded once).
     pub fn allreduce(&self, x: &Array) -> Result<Array> {
         const OP: &str = "allreduce";
-        self.agree(OP, &describe(x))?;
+        let (described, on_gpus) = self.survey(OP, x)?;
+        self.agreed(OP, &described)?;
         #[cfg(feature = "nccl")]
-        if let Some(nccl) = self.nccl_for(OP, x)? {
+        if let (Some(nccl), true) = (&self.inner.nccl, on_gpus) {
             return crate::nccl::allreduce(nccl, x);
         }
+        #[cfg(not(feature = "nccl"))]
+        let _ = on_gpus;
         match x.dtype() {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
                 // float64 travels as itself, the others as float32 (half types rounded once).
@@ -459,12 +473,10 @@ impl Communicator {
     /// Every rank's `x`, in rank order, on `x`'s device.
     pub fn allgather(&self, x: &Array) -> Result<Vec<Array>> {
         #[cfg(feature = "nccl")]
-        if self.inner.nccl.is_some() {
+        if let Some(nccl) = &self.inner.nccl {
             // NCCL gathers one shape: the ranks first compare theirs.
-            let shapes = self.allgather_obj(&describe(x))?;
-            if shapes.iter().all(|s| s == &shapes[0])
-                && let Some(nccl) = self.nccl_for("allgather", x)?
-            {
+            let (shapes, on_gpus) = self.survey("allgather", x)?;
+            if on_gpus && shapes.iter().all(|s| s == &shapes[0]) {
                 return crate::nccl::allgather(nccl, x);
             }
         }
@@ -826,6 +838,11 @@ impl Communicator {
     /// [`Error::Mismatch`] on every rank when any differs.
     fn agree(&self, op: &str, what: &str) -> Result<()> {
         let all = self.t().allgather(op, what.as_bytes())?;
+        self.agreed(op, &all)
+    }
+
+    /// An [`Error::Mismatch`] on every rank when the ranks' descriptions `all` differ.
+    fn agreed(&self, op: &str, all: &[Vec<u8>]) -> Result<()> {
         if all.iter().all(|w| w == &all[0]) {
             return Ok(());
         }

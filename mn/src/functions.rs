@@ -169,11 +169,8 @@ impl FunctionNode for Recv {
         _targets: &[usize],
         gys: &[Option<Variable>],
     ) -> Result<Vec<Option<Variable>>> {
-        let g = match &gys[0] {
-            Some(g) => g.array().clone(),
-            None => ctx.zeros_for_output(0)?.array().clone(),
-        };
-        self.comm.send(&g, self.source, self.tag)?;
+        let g = grad_or_zeros(ctx, gys, 0)?;
+        self.comm.send(g.array(), self.source, self.tag)?;
         Ok(vec![Some(zero_gradient(ctx, 0)?)])
     }
 }
@@ -201,11 +198,20 @@ impl FunctionNode for PseudoConnect {
         gys: &[Option<Variable>],
     ) -> Result<Vec<Option<Variable>>> {
         // The delegate gets a zero gradient: enough for its `send` to run its backward.
-        let gy = match &gys[1] {
-            Some(g) => g.clone(),
-            None => ctx.zeros_for_output(1)?,
-        };
+        let gy = grad_or_zeros(ctx, gys, 1)?;
         Ok(vec![Some(zero_gradient(ctx, 0)?), Some(gy)])
+    }
+}
+
+/// Output `i`'s gradient, or zeros shaped like it when none reached it.
+fn grad_or_zeros(
+    ctx: &BackwardContext<'_>,
+    gys: &[Option<Variable>],
+    i: usize,
+) -> Result<Variable> {
+    match &gys[i] {
+        Some(g) => Ok(g.clone()),
+        None => ctx.zeros_for_output(i),
     }
 }
 

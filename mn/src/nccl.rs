@@ -114,11 +114,6 @@ pub(crate) fn mean_bucket(
     Ok(out)
 }
 
-/// Whether NCCL reduces `dtype` (bool, int16 and uint16 go through the transport).
-pub(crate) fn reduces(dtype: DType) -> bool {
-    !matches!(dtype, DType::Bool | DType::I16 | DType::U16)
-}
-
 /// The sum over the ranks of `x` (on the communicator's device on every rank).
 pub(crate) fn allreduce(nccl: &NcclComm, x: &Array) -> Result<Array> {
     Ok(nccl.all_reduce(x, ReduceOp::Sum)?)

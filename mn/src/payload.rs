@@ -43,7 +43,7 @@ pub(crate) fn encode(array: &Array) -> Result<Vec<u8>> {
 
 /// The dtype and shape of a message of [`encode`], and where its elements start.
 pub(crate) fn header(bytes: &[u8]) -> Option<(DType, Vec<usize>, usize)> {
-    let dtype = *DType::ALL.get(usize::from(*bytes.first()?))?;
+    let dtype = dtype_of(*bytes.first()?)?;
     let ndim = usize::from(*bytes.get(1)?);
     let end = 2 + 8 * ndim;
     let dims = bytes.get(2..end)?;
@@ -97,9 +97,15 @@ pub(crate) fn decode(op: &str, rank: usize, bytes: &[u8], device: Device) -> Res
     Ok(host.to_device(device)?)
 }
 
-fn dtype_code(dtype: DType) -> u8 {
+/// `dtype` as one byte on the wire.
+pub(crate) fn dtype_code(dtype: DType) -> u8 {
     DType::ALL
         .iter()
         .position(|&d| d == dtype)
         .expect("every dtype is in DType::ALL") as u8
+}
+
+/// The dtype of a [`dtype_code`], `None` for a byte that is none.
+pub(crate) fn dtype_of(code: u8) -> Option<DType> {
+    DType::ALL.get(usize::from(code)).copied()
 }

@@ -55,6 +55,12 @@ pub fn unavailable_reason() -> Option<String> {
     crate::cuda::nccl::unavailable_reason()
 }
 
+/// Whether NCCL reduces `dtype`: every dtype but bool, int16 and uint16 (which NCCL only
+/// moves, as bytes).
+pub fn reduces(dtype: DType) -> bool {
+    nccl_type(dtype).is_some()
+}
+
 /// Whether NCCL's calls go to the emulated device's stand-in (a test double), not to NCCL.
 pub fn is_stand_in() -> bool {
     crate::cuda::is_emulated()
@@ -186,16 +192,16 @@ impl NcclComm {
     }
 
     fn reducible(&self, op: &'static str, x: &Array) -> Result<()> {
-        match nccl_type(x.dtype()) {
-            Some(_) => Ok(()),
-            None => Err(Error::UnsupportedDType {
-                op,
-                dtype: x.dtype(),
-                shape: x.shape().to_vec(),
-                expected: "a dtype NCCL reduces: int8, uint8, int32, uint32, int64, uint64, \
-                           float16, bfloat16, float32 or float64",
-            }),
+        if reduces(x.dtype()) {
+            return Ok(());
         }
+        Err(Error::UnsupportedDType {
+            op,
+            dtype: x.dtype(),
+            shape: x.shape().to_vec(),
+            expected: "a dtype NCCL reduces: int8, uint8, int32, uint32, int64, uint64, \
+                       float16, bfloat16, float32 or float64",
+        })
     }
 
     fn output(&self, op: &str, shape: &[usize], dtype: DType) -> Result<(CudaStorage, Layout)> {
