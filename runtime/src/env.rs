@@ -4,6 +4,7 @@
 //! | Variable | Meaning | Default | Read |
 //! |---|---|---|---|
 //! | `KUSARI_CUDA_EMULATE` | `N` (1 to 64): every CUDA call of the process goes to `N` emulated CUDA devices, which run the kernels on the host; `0` or empty: the real driver | the real driver | once, at the process's first CUDA call ([`crate::cuda::emulate`] makes the same choice from code, before that call) |
+//! | `KUSARI_CUDA_SANITIZE` | the emulated device's checks of every launch ([`crate::cuda::sanitizer`]): `1`, `on` or `all`; `0`, `off` or empty; or a comma-separated list of `races`, `init`, `init=report` and `bounds` | no checks | once, at the first launch or allocation on the emulated device ([`set_default`](crate::cuda::sanitizer::set_default) changes it from code) |
 //! | `KUSARI_DEBUG` | `1`, `true`, `yes` or `on`: every function's outputs and gradients are checked for NaN ([`Config::debug`](crate::config::Config::debug)) | off | once, when the global configuration is first read without having been set |
 //! | `KUSARI_REQUIRE_GPU` | set to anything but empty or `0`: a test that would skip for want of a CUDA device fails instead ([`crate::testing::cuda_or_skip`]; CI sets it) | unset | by each such test |
 //! | `KUSARI_KERNEL_CACHE_DIR` | the on-disk kernel cache's directory (read by `kusari_kernels::env`) | `$XDG_CACHE_HOME/kusari/kernels`, else `~/.cache/kusari/kernels` | once, when the cache is first used |
@@ -20,6 +21,8 @@
 
 /// The variable that selects the emulated CUDA device.
 pub const CUDA_EMULATE: &str = "KUSARI_CUDA_EMULATE";
+/// The variable that sets the emulated device's checks (its sanitizer).
+pub const CUDA_SANITIZE: &str = "KUSARI_CUDA_SANITIZE";
 /// The variable that turns on the NaN checks of debug mode by default.
 pub const DEBUG: &str = "KUSARI_DEBUG";
 /// The variable that turns a test's skip for want of a CUDA device into a failure.

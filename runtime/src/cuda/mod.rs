@@ -39,6 +39,22 @@ pub use device::{
     device_count, device_properties, is_available, properties, synchronize, unavailable_reason,
 };
 pub use driver::{emulate, emulated_bytes_in_use, is_emulated};
+
+/// The emulated device's sanitizer: bounds to the byte, reads of memory nothing wrote, and
+/// data races between a launch's threads, checked on every access of a kernel (see the guide's
+/// chapter on the emulated device). `KUSARI_CUDA_SANITIZE` sets the process's checks; a GPU
+/// ignores them.
+///
+/// ```no_run
+/// use kusari::cuda::sanitizer::{self, Checks};
+/// // The launches this thread makes while `_checks` lives are checked.
+/// let _checks = sanitizer::scoped(Checks::ALL);
+/// ```
+pub mod sanitizer {
+    pub use super::driver::checks::{
+        Checks, ChecksGuard, InitCheck, default_checks, scoped, set_default, take_reports,
+    };
+}
 pub use kusari_kernels::KernelStats;
 pub use launch::kernel_stats;
 

@@ -7,12 +7,13 @@
 //! |---|---|
 //! | `compiled_modules` | `RawModule` from PTX, a cubin, a fatbin or a file: read, checked, refused by the emulated device |
 //! | `cached_variants` | what a kernel compiled (`cached_variants`, `loaded_devices`); kernels from owned strings |
-//! | `device` | the emulated device itself: crashes on memory errors, poisoned memory, two devices |
+//! | `device` | the emulated device itself: memory errors as errors naming the memory, poisoned memory, two devices |
 //! | `elementwise_calls` | `ElementwiseKernel::call`: typed parameters, outputs given, scalars, `reduce_dims` |
 //! | `elementwise_code` | a kernel's code besides its body: preamble, `loop_prep`, `after_loop` |
 //! | `reduction_kernels` | `ReductionKernel` against f64 references, every plan strategy |
 //! | `name_expressions` | template kernels by name expressions, and NVRTC's lowered names |
 //! | `raw_kernels` | `RawKernel` and `RawModule`: grids, shared memory, atomics, the caches |
+//! | `sanitizer` | the sanitizer's gallery of broken kernels (races, uninitialized reads, bounds, warp masks) and their fixes; warp intrinsics; crashes as errors; kernels named like C library functions |
 
 mod cached_variants;
 mod compiled_modules;
@@ -22,6 +23,7 @@ mod elementwise_code;
 mod name_expressions;
 mod raw_kernels;
 mod reduction_kernels;
+mod sanitizer;
 
 /// Two emulated devices for this process (every test calls this before any other CUDA call);
 /// false, after printing why the test skips, where the device cannot run (no C++ compiler), and

@@ -28,6 +28,7 @@ use crate::env::CUDA_EMULATE as EMULATE_VAR;
 use crate::error::{Error, Result};
 
 mod emulated;
+pub(crate) use emulated::checks;
 #[cfg(feature = "nccl")]
 pub(crate) mod nccl;
 #[cfg(feature = "nccl")]

@@ -126,6 +126,8 @@ pub(crate) fn gemm(ordinal: usize, g: &Gemm) -> DriverResult<()> {
             )?;
         }
     }
+    // What cuBLAS writes (C) counts as written, for the sanitizer's initialization check.
+    memory::mark_all_written(g.c);
     // SAFETY: every operand's first and last matrix lie in one allocation of this device; the
     // ones between lie between them.
     unsafe {

@@ -26,8 +26,10 @@ pub(crate) const SHIM: &str = include_str!("shim.hpp");
 /// checked `longjmp` rejects the switch between the threads' stacks; FMA contraction is off so
 /// that results do not depend on the host's instruction set; signed integers wrap on overflow
 /// (`-fwrapv`), as a GPU's do, where C++ leaves it undefined (and the optimizer may assume it
-/// never happens).
-const FLAGS: [&str; 8] = [
+/// never happens); only the shim's entry points are exported (`-fvisibility=hidden`), so that a
+/// kernel named like a C library function (`index`, `sync`) is the one its entry point calls.
+const FLAGS: [&str; 9] = [
+    "-fvisibility=hidden",
     "-fwrapv",
     "-std=c++17",
     "-O2",
@@ -38,22 +40,48 @@ const FLAGS: [&str; 8] = [
     "-fno-strict-aliasing",
 ];
 
+/// The flags of the checked build (see [`compile_checked`]), beyond [`FLAGS`] less `-shared`:
+/// the compiler's thread-sanitizer instrumentation (whose calls the shim answers), debug lines
+/// (to name the source line of an access), `-O1` (as sanitizers are usually built: it
+/// compiles in two thirds of `-O2`'s time, and the checks' calls dominate the run time anyway),
+/// the shim's checked half, and static locals initialized without atomic guards (checked
+/// launches of a library run one at a time, and the guards' atomics would be calls no runtime
+/// answers).
+const CHECKED_FLAGS: [&str; 6] = [
+    "-fsanitize=thread",
+    "-g",
+    "-O1",
+    "-DKUSARI_EMU_CHECKED",
+    "-fno-threadsafe-statics",
+    "-c",
+];
+
 /// What the emulated device cannot run, with why; a kernel using one is refused before compiling.
-const NOT_EMULATED: [(&str, &str); 14] = [
-    ("__shfl_sync", "warp shuffles"),
-    ("__shfl_up_sync", "warp shuffles"),
-    ("__shfl_down_sync", "warp shuffles"),
-    ("__shfl_xor_sync", "warp shuffles"),
-    ("__ballot_sync", "warp votes"),
-    ("__any_sync", "warp votes"),
-    ("__all_sync", "warp votes"),
-    ("__activemask", "warp masks"),
-    ("__syncwarp", "warp barriers"),
-    ("__match_any_sync", "warp matching"),
-    ("__match_all_sync", "warp matching"),
-    ("__reduce_add_sync", "warp reductions"),
+const NOT_EMULATED: [(&str, &str); 2] = [
     ("cooperative_groups", "cooperative groups"),
     ("__nanosleep", "sleeping"),
+];
+
+/// What makes a kernel's threads run as fibers, which wait for each other: the block's
+/// barrier, and the warp intrinsics (each a meeting of the lanes of its mask).
+const MEETINGS: [&str; 17] = [
+    "__syncthreads",
+    "__syncwarp",
+    "__shfl_sync",
+    "__shfl_up_sync",
+    "__shfl_down_sync",
+    "__shfl_xor_sync",
+    "__ballot_sync",
+    "__any_sync",
+    "__all_sync",
+    "__activemask",
+    "__reduce_add_sync",
+    "__reduce_min_sync",
+    "__reduce_max_sync",
+    "__reduce_and_sync",
+    "__reduce_or_sync",
+    "__reduce_xor_sync",
+    "__match_",
 ];
 
 fn compiler() -> String {
@@ -171,9 +199,10 @@ pub(crate) fn not_emulated(source: &str) -> Option<(&'static str, &'static str)>
 }
 
 /// `source` with each dynamic shared memory declaration, `extern __shared__ T name[];`, made a
-/// pointer to the running host thread's dynamic shared memory (`__shared__ T* const name =
-/// (T*)kusari_emu::dynamic_shared();`: one buffer per host thread, which runs one block at a
-/// time, as a static `__shared__` array is one per host thread), on as many lines as before.
+/// pointer to the running host thread's dynamic shared memory (`KUSARI_DYNAMIC_SHARED T* const
+/// name = (T*)kusari_emu::dynamic_shared();`: one buffer per host thread, which runs one block at
+/// a time, as a static `__shared__` array is one per host thread; one per library in the checked
+/// build, which runs one launch at a time), on as many lines as before.
 /// A declaration of another form is an error naming it.
 pub(crate) fn with_dynamic_shared(source: &str) -> Result<String, String> {
     let mut out = String::with_capacity(source.len());
@@ -219,7 +248,7 @@ pub(crate) fn with_dynamic_shared(source: &str) -> Result<String, String> {
             ));
         };
         out.push_str(&format!(
-            "__shared__ {ty}* const {name} = ({ty}*)kusari_emu::dynamic_shared();"
+            "KUSARI_DYNAMIC_SHARED {ty}* const {name} = ({ty}*)kusari_emu::dynamic_shared();"
         ));
         out.extend(std::iter::repeat_n('\n', decl.matches('\n').count()));
         rest = &rest[at + end + 1..];
@@ -236,10 +265,10 @@ pub(crate) fn host_source(src: &KernelSource, names: &[String], instances: &[Str
     out.push_str(SHIM);
     out.push_str(&src.source);
     out.push_str("\n// kusari emulated-device entry points\n");
-    let barriers = src.source.contains("__syncthreads");
+    let barriers = MEETINGS.iter().any(|m| src.source.contains(m));
     let _ = writeln!(
         out,
-        "extern \"C\" {{ int kusari_emu_uses_barriers = {}; }}",
+        "extern \"C\" {{ KUSARI_EMU_EXPORT int kusari_emu_uses_barriers = {}; }}",
         i32::from(barriers)
     );
     for name in names {
@@ -311,29 +340,117 @@ fn scratch_dir() -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-fn run_compiler(cxx: &str, src: &KernelSource, unit: &str) -> Result<Vec<u8>, CompileError> {
+/// `unit` followed by its own text, exported as `kusari_emu_unit`: a loaded library can then
+/// build its checked twin ([`compile_checked`]) when a launch first asks for checks.
+fn with_own_source(unit: String) -> String {
+    let mut out = String::with_capacity(2 * unit.len() + 128);
+    out.push_str(&unit);
+    out.push_str("extern \"C\" KUSARI_EMU_EXPORT const char kusari_emu_unit[] =\n\"");
+    for (i, b) in unit.bytes().enumerate() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n\"\n\""),
+            b'?' => out.push_str("\\?"),
+            0x20..=0x7e => out.push(b as char),
+            _ => {
+                // An octal escape, which (unlike `\x`) ends after three digits.
+                let _ = write!(out, "\\{b:03o}");
+            }
+        }
+        if i % 4096 == 4095 {
+            out.push_str("\"\n\"");
+        }
+    }
+    out.push_str("\";\n");
+    out
+}
+
+/// Runs the host compiler on `unit` with `flags`; with `link`, the object it makes is then
+/// linked into a shared library without any sanitizer runtime (the shim answers the checked
+/// build's calls).
+fn run_compiler_with(
+    cxx: &str,
+    src: &KernelSource,
+    unit: &str,
+    flags: &[&str],
+    link: bool,
+) -> Result<Vec<u8>, CompileError> {
     let io = |what: &str, e: std::io::Error| failed(src, format!("{what}: {e}"));
     let dir = scratch_dir().map_err(|e| io("cannot make a scratch directory", e))?;
     let cpp = dir.join("kernel.cpp");
+    let obj = dir.join("kernel.o");
     let so = dir.join("kernel.so");
     let result = (|| {
         std::fs::write(&cpp, unit).map_err(|e| io("cannot write the source", e))?;
-        let out = Command::new(cxx)
-            .args(FLAGS)
-            .arg(&cpp)
-            .arg("-o")
-            .arg(&so)
-            .output()
-            .map_err(|e| io(&format!("`{cxx}` could not be run"), e))?;
-        if !out.status.success() {
+        let run = |args: &[&std::ffi::OsStr]| -> Result<(), CompileError> {
+            let out = Command::new(cxx)
+                .args(args)
+                .output()
+                .map_err(|e| io(&format!("`{cxx}` could not be run"), e))?;
+            if out.status.success() {
+                return Ok(());
+            }
             let log =
                 String::from_utf8_lossy(&out.stderr).replace(&*cpp.to_string_lossy(), "kernel.cpp");
-            return Err(failed(src, log));
+            Err(failed(src, log))
+        };
+        let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
+        args.push(cpp.as_os_str());
+        args.push(std::ffi::OsStr::new("-o"));
+        args.push(if link {
+            obj.as_os_str()
+        } else {
+            so.as_os_str()
+        });
+        run(&args)?;
+        if link {
+            run(&[
+                std::ffi::OsStr::new("-shared"),
+                obj.as_os_str(),
+                std::ffi::OsStr::new("-o"),
+                so.as_os_str(),
+            ])?;
         }
         std::fs::read(&so).map_err(|e| io("cannot read the compiled library", e))
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+fn run_compiler(cxx: &str, src: &KernelSource, unit: &str) -> Result<Vec<u8>, CompileError> {
+    run_compiler_with(cxx, src, unit, &FLAGS, false)
+}
+
+/// The checked build of a library's `unit` (its `kusari_emu_unit`), through `cache`: every
+/// access of its kernels to memory calls the shim's checks (bounds, initialization, races).
+pub(crate) fn compile_checked(unit: &str, cache: &BinaryCache) -> Result<Arc<Vec<u8>>, String> {
+    let (cxx, identity) = host_compiler()?;
+    let src = KernelSource {
+        entry: "the checked build".to_string(),
+        source: unit.to_string(),
+    };
+    let flags: Vec<&str> = FLAGS
+        .iter()
+        .copied()
+        .filter(|f| *f != "-shared")
+        .chain(CHECKED_FLAGS)
+        .collect();
+    let key_flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    let key = CacheKey::new(
+        unit,
+        &key_flags,
+        (0, 0),
+        &format!("emulator:{cxx}:{identity}"),
+    );
+    cache
+        .get_or_compile(key, || run_compiler_with(&cxx, &src, unit, &flags, true))
+        .map_err(|e| match e {
+            CompileError::Failed { log, .. } => {
+                format!("the checked build of the kernel does not compile: {log}")
+            }
+            other => other.to_string(),
+        })
 }
 
 /// `src` compiled for the emulated device, through `cache`. The library exports an entry
@@ -385,7 +502,7 @@ pub(crate) fn compile_cached(
             "no `__global__ void name(...)` kernel found in the source".to_string(),
         ));
     }
-    let unit = host_source(&host_src, &names, instances);
+    let unit = with_own_source(host_source(&host_src, &names, instances));
     let flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
     let key = CacheKey::new(&unit, &flags, (0, 0), &format!("emulator:{cxx}:{identity}"));
     let lowered = (0..instances.len()).map(instance_symbol).collect();
@@ -417,13 +534,16 @@ mod tests {
     }
 
     #[test]
-    fn warp_intrinsics_are_named() {
+    fn what_is_not_emulated_is_named() {
+        assert_eq!(
+            not_emulated("cooperative_groups::this_grid().sync();"),
+            Some(("cooperative_groups", "cooperative groups"))
+        );
+        assert_eq!(not_emulated("my__nanosleep_helper(1);"), None);
         assert_eq!(
             not_emulated("v = __shfl_down_sync(0xffffffff, v, 1);"),
-            Some(("__shfl_down_sync", "warp shuffles"))
+            None
         );
-        assert_eq!(not_emulated("my__shfl_sync_helper(1);"), None);
-        assert_eq!(not_emulated("__syncthreads();"), None);
     }
 
     #[test]
@@ -434,9 +554,9 @@ mod tests {
         let out = with_dynamic_shared(src).unwrap();
         assert_eq!(
             out,
-            "__shared__ float* const buf = (float*)kusari_emu::dynamic_shared();\n\
+            "KUSARI_DYNAMIC_SHARED float* const buf = (float*)kusari_emu::dynamic_shared();\n\
              __global__ void k() {\n  \
-             __shared__ unsigned char* const raw = (unsigned char*)kusari_emu::dynamic_shared();\n\n\
+             KUSARI_DYNAMIC_SHARED unsigned char* const raw = (unsigned char*)kusari_emu::dynamic_shared();\n\n\
              my_extern __shared__ int x; externally();\n}\n"
         );
         assert_eq!(out.lines().count(), src.lines().count());
@@ -462,11 +582,20 @@ mod tests {
         assert!(unit.starts_with(SHIM));
         assert!(unit.contains(&src.source));
         assert!(unit.contains("KUSARI_EMU_ENTRY(k)"));
-        assert!(unit.contains("kusari_emu_uses_barriers = 1;"));
+        assert!(unit.contains("KUSARI_EMU_EXPORT int kusari_emu_uses_barriers = 1;"));
         assert!(unit.contains("KUSARI_EMU_ENTRY_AS(kusari_instance_0, t<float, 2>)"));
 
         // The shim ends by restarting the line count, so the compiler's line numbers are the
         // kernel source's own.
         assert!(SHIM.trim_end().ends_with("#line 1 \"kernel\""));
+
+        // A library carries its own unit, for its checked build: the text, escaped.
+        let carried = with_own_source("a \"b\" \\ c??=\n\u{e9}".to_string());
+        assert!(
+            carried.ends_with(
+                "kusari_emu_unit[] =\n\"a \\\"b\\\" \\\\ c\\?\\?=\\n\"\n\"\\303\\251\";\n"
+            ),
+            "{carried}"
+        );
     }
 }

@@ -3,16 +3,22 @@
 //!
 //! - Every allocation gets its own mapping with an inaccessible guard page before and after it,
 //!   and ends exactly where the trailing guard page starts: reading or writing one element past
-//!   the end (or far before the start) crashes with `SIGSEGV`. The start is therefore aligned to
-//!   the largest power of two dividing the size (the element size, for an array).
+//!   the end (or far before the start) faults (`SIGSEGV`), which the launch reports naming the
+//!   allocation ([`locate`]). The start is therefore aligned to the largest power of two dividing
+//!   the size (the element size, for an array); the bytes between the first page's start and it
+//!   are caught by the sanitizer's bounds check.
 //! - Fresh memory is filled with [`POISON`] bytes: NaN in every float type, -1 in every integer
 //!   type, an invalid `bool`. An output a kernel forgets to write shows up.
 //! - Freed memory is made inaccessible and its pages are handed back; the address range stays
-//!   reserved for a while (a quarantine), so a use after free crashes rather than reading the
+//!   reserved for a while (a quarantine), so a use after free faults rather than reading the
 //!   next allocation.
 //! - Copies and GEMM operands are checked against the allocation they address.
+//! - For the sanitizer's initialization check, an allocation made while it is on keeps a bit a
+//!   byte: written since it was made ([`mark_written`], [`mark_all_written`], and the checked
+//!   kernels themselves through [`extent`]).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::cuda::driver::types::{DevicePtr, DriverResult};
@@ -29,6 +35,9 @@ struct Allocation {
     map_len: usize,
     bytes: usize,
     ordinal: usize,
+    /// A bit a byte: written since it was made (by a kernel, copy or memset), when the
+    /// initialization check was on as it was made; `None`: not tracked (counts as written).
+    written: Option<Box<[AtomicU64]>>,
 }
 
 #[derive(Default)]
@@ -117,6 +126,8 @@ pub(crate) fn alloc(ordinal: usize, bytes: usize) -> DriverResult<DevicePtr> {
     let start = base + page + data - bytes;
     // SAFETY: `start..start + bytes` lies in the writable data pages.
     unsafe { std::ptr::write_bytes(start as *mut u8, POISON, bytes) };
+    let written = super::checks::tracks_initialization()
+        .then(|| (0..bytes.div_ceil(64)).map(|_| AtomicU64::new(0)).collect());
     let mut s = lock();
     s.live_bytes += bytes;
     s.live.insert(
@@ -126,6 +137,7 @@ pub(crate) fn alloc(ordinal: usize, bytes: usize) -> DriverResult<DevicePtr> {
             map_len,
             bytes,
             ordinal,
+            written,
         },
     );
     Ok(start as DevicePtr)
@@ -188,6 +200,96 @@ pub(crate) fn check_range(
         ));
     }
     Ok(())
+}
+
+/// What a checked launch knows of the allocation `ptr` points into (see `Range` in the shim).
+pub(crate) struct Extent {
+    /// Its first accessible byte (its first page's start).
+    pub(crate) lo: u64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// Its written bits, or null when not tracked. They live as long as the allocation.
+    pub(crate) written: *mut u64,
+}
+
+/// The allocation `ptr` points into (or just past), for a checked launch.
+pub(crate) fn extent(ptr: DevicePtr) -> Option<Extent> {
+    let s = lock();
+    let (&start, a) = s.live.range(..=ptr).next_back()?;
+    (ptr <= start + a.bytes as u64).then(|| Extent {
+        lo: (a.base + page_size()) as u64,
+        start,
+        end: start + a.bytes as u64,
+        written: a
+            .written
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |w| w.as_ptr() as *mut u64),
+    })
+}
+
+/// Records `len` bytes at `ptr` as written (a copy, a memset, an unchecked kernel's output).
+pub(crate) fn mark_written(ptr: DevicePtr, len: usize) {
+    let s = lock();
+    let Some((&start, a)) = s.live.range(..=ptr).next_back() else {
+        return;
+    };
+    let Some(bits) = &a.written else { return };
+    let from = (ptr - start) as usize;
+    let to = (from + len).min(a.bytes);
+    for i in from..to {
+        if i % 64 == 0 && i + 64 <= to {
+            bits[i / 64].store(u64::MAX, Ordering::Relaxed);
+        } else {
+            bits[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Records the whole allocation `ptr` points into as written: an unchecked launch received it,
+/// and what it wrote is not known.
+pub(crate) fn mark_all_written(ptr: DevicePtr) {
+    let s = lock();
+    if let Some((&start, a)) = s.live.range(..=ptr).next_back()
+        && ptr <= start + a.bytes as u64
+        && let Some(bits) = &a.written
+    {
+        for w in bits.iter() {
+            w.store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where `addr` lies, for a fault's report: in or around a live allocation (its guard pages and
+/// the gap before its first byte included), or in a freed one.
+pub(crate) fn locate(addr: u64) -> Option<String> {
+    let s = lock();
+    let page = page_size() as u64;
+    for (&start, a) in s.live.range(..=addr.saturating_add(2 * page)).rev().take(4) {
+        let (base, map_end) = (a.base as u64, (a.base + a.map_len) as u64);
+        if addr < base || addr >= map_end {
+            continue;
+        }
+        let end = start + a.bytes as u64;
+        let whose = format!(
+            "the allocation of {} bytes at {start:#x} (cuda:{})",
+            a.bytes, a.ordinal
+        );
+        return Some(if addr < start {
+            format!("{} bytes before {whose}", start - addr)
+        } else if addr >= end {
+            format!(
+                "byte {} of {whose}, {} past its end",
+                addr - start,
+                addr - end + 1
+            )
+        } else {
+            format!("byte {} of {whose}", addr - start)
+        });
+    }
+    s.quarantine
+        .iter()
+        .any(|&(base, len)| addr >= base as u64 && addr < (base + len) as u64)
+        .then(|| "memory that was freed (a use after free)".to_string())
 }
 
 /// Bytes the emulated devices hold now.

@@ -11,7 +11,9 @@
 //!   (`Backend::compile`) first has NVRTC compile the source for the reported architecture, so
 //!   that a kernel a GPU's compiler refuses is refused here too, with NVRTC's log.
 //! - **Execution** ([`run`]): every block and thread of the grid; real barriers; launches and
-//!   their parameters checked.
+//!   their parameters checked; a kernel's crash (`SIGSEGV`, `SIGFPE`) an error naming it.
+//! - **The sanitizer** ([`checks`]): a launch may run the library's checked build, which
+//!   checks every access to the byte (bounds), for reads of unwritten memory, and for races.
 //! - **cuBLAS** ([`blas`]): the strided-batched GEMM with cuBLAS's column-major semantics.
 //! - **NCCL** (`nccl`, feature `nccl`): a stand-in, a test double that enforces NCCL's rules,
 //!   with the ranks as threads of this process.
@@ -20,6 +22,7 @@
 //! error naming it.
 
 mod blas;
+pub(crate) mod checks;
 mod compile;
 mod memory;
 #[cfg(feature = "nccl")]
@@ -96,6 +99,7 @@ impl EmuDevice {
         self.check(dst, src.len(), "cuMemcpyHtoD destination")?;
         // SAFETY: `dst` addresses `src.len()` bytes of a live allocation (checked).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        memory::mark_written(dst, src.len());
         Ok(())
     }
 
@@ -117,6 +121,7 @@ impl EmuDevice {
         self.check(dst, bytes, "cuMemcpyDtoD destination")?;
         // SAFETY: both ranges lie in live allocations (checked); `copy` allows overlap.
         unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
+        memory::mark_written(dst, bytes);
         Ok(())
     }
 
@@ -124,6 +129,7 @@ impl EmuDevice {
         self.check(dst, bytes, "cuMemsetD8")?;
         // SAFETY: the range lies in a live allocation (checked).
         unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes) };
+        memory::mark_written(dst, bytes);
         Ok(())
     }
 

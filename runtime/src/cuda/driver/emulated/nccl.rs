@@ -603,6 +603,7 @@ unsafe fn run_collective(calls: &[Collective]) {
     let write = |ptr: DevicePtr, data: &[u8]| {
         // SAFETY: the caller's contract.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr as *mut u8, data.len()) };
+        memory::mark_written(ptr, data.len());
     };
     match calls[0] {
         Collective::AllReduce { count, ty, op, .. } => {

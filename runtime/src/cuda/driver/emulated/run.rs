@@ -12,10 +12,11 @@
 //!   and that every pointer parameter addresses memory of the launching device.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rayon::prelude::*;
 
+use super::checks::{self, Checks, FaultFn, ImageFile, ReportDesc};
 use super::memory;
 use crate::cuda::driver::types::DriverResult;
 
@@ -32,7 +33,34 @@ struct LaunchDesc {
     shared_bytes: u64,
     stacks: *const *mut c_void,
     stack_bytes: u64,
+    checks: u32,
+    nranges: u32,
+    ranges: *const RangeDesc,
+    reports: *mut ReportDesc,
+    report_cap: u32,
+    report_count: u32,
 }
+
+/// An allocation a pointer parameter addresses (`kusari_emu::Range` in `shim.hpp`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct RangeDesc {
+    lo: u64,
+    start: u64,
+    end: u64,
+    written: *mut u64,
+    param: c_int,
+    pad: c_int,
+}
+
+// SAFETY: `written` points at an allocation's written bits, which the shim updates with atomic
+// operations only; the allocation outlives the launch.
+unsafe impl Send for RangeDesc {}
+// SAFETY: as above.
+unsafe impl Sync for RangeDesc {}
+
+/// The findings a checked launch keeps (in report mode; a failing check stops at the first).
+const REPORTS: usize = 16;
 
 /// The size of each fiber stack (a thread of a block with barriers), and of the inaccessible
 /// guard below it, which turns an overflow into a fault rather than a neighbour's corruption.
@@ -101,6 +129,16 @@ type DescribeFn = unsafe extern "C" fn(*mut u64, *mut c_int);
 pub(crate) struct Library {
     handle: *mut c_void,
     uses_barriers: bool,
+    fault: FaultFn,
+    /// The unit it was built from (`kusari_emu_unit`), for its checked build; none in a
+    /// checked build.
+    unit: Option<String>,
+    /// Its checked build, made at the first checked launch.
+    checked: OnceLock<Result<Arc<Library>, String>>,
+    /// A checked build's image (for `addr2line`), and the lock that runs its launches one at a
+    /// time (its dynamic shared memory is one buffer).
+    image: Option<Arc<Vec<u8>>>,
+    one_at_a_time: Mutex<()>,
 }
 
 // SAFETY: the handle is only used to look up symbols, which `dlsym` allows from any thread.
@@ -122,6 +160,11 @@ fn dl_error() -> String {
 impl Library {
     /// Loads a library [`super::compile_cached`] made.
     pub(crate) fn load(image: &[u8]) -> DriverResult<Arc<Library>> {
+        Self::load_as(image, None)
+    }
+
+    /// Loads a library; `checked_image` is the image itself when it is a checked build.
+    fn load_as(image: &[u8], checked_image: Option<Arc<Vec<u8>>>) -> DriverResult<Arc<Library>> {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
         let path = std::env::temp_dir().join(format!(
@@ -144,15 +187,59 @@ impl Library {
         // The mapping outlives the file.
         let _ = std::fs::remove_file(&path);
         loaded?;
-        let mut lib = Library {
-            handle,
-            uses_barriers: false,
+        let lookup = |name: &str| -> DriverResult<*mut c_void> {
+            let c = CString::new(name).map_err(|_| format!("`{name}` contains a NUL byte"))?;
+            // SAFETY: a live handle and a NUL-terminated name.
+            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+            if p.is_null() {
+                Err(format!("CUDA_ERROR_NOT_FOUND: no `{name}` in the module"))
+            } else {
+                Ok(p)
+            }
         };
-        // SAFETY: the symbol is the `int` the compiler module defined.
-        let barriers = unsafe { lib.symbol::<c_int>("kusari_emu_uses_barriers") }?;
-        // SAFETY: as above; the library stays loaded.
-        lib.uses_barriers = unsafe { *barriers } != 0;
-        Ok(Arc::new(lib))
+        // SAFETY: the symbol is the `int` the compiler module defined; the library stays loaded.
+        let uses_barriers = unsafe { *lookup("kusari_emu_uses_barriers")?.cast::<c_int>() } != 0;
+        // SAFETY: the shim's `kusari_emu_fault`, of this signature.
+        let fault =
+            unsafe { std::mem::transmute::<*mut c_void, FaultFn>(lookup("kusari_emu_fault")?) };
+        let unit = match checked_image {
+            Some(_) => None,
+            // SAFETY: the NUL-terminated text `with_own_source` appended.
+            None => Some(
+                unsafe { CStr::from_ptr(lookup("kusari_emu_unit")?.cast::<c_char>()) }
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+        };
+        Ok(Arc::new(Library {
+            handle,
+            uses_barriers,
+            fault,
+            unit,
+            checked: OnceLock::new(),
+            image: checked_image,
+            one_at_a_time: Mutex::new(()),
+        }))
+    }
+
+    /// This library's checked build, compiled (through the cache) and loaded at its first use.
+    fn checked(&self) -> Result<Arc<Library>, String> {
+        self.checked
+            .get_or_init(|| {
+                let unit = self
+                    .unit
+                    .as_deref()
+                    .ok_or_else(|| "a checked build has no checked build".to_string())?;
+                let image =
+                    super::compile::compile_checked(unit, crate::cuda::driver::global_cache())?;
+                Library::load_as(&image, Some(image.clone())).map_err(|e| {
+                    format!(
+                        "the checked build of the kernel does not load ({e}); the checks follow \
+                         CUDA's own atomic functions, not the host compiler's atomic builtins"
+                    )
+                })
+            })
+            .clone()
     }
 
     /// # Safety
@@ -207,6 +294,7 @@ impl Library {
             sizes: sizes.into_iter().map(|s| s as usize).collect(),
             pointers: pointers.into_iter().map(|p| p != 0).collect(),
             library: self.clone(),
+            checked: OnceLock::new(),
         })
     }
 }
@@ -220,6 +308,8 @@ pub(crate) struct Kernel {
     /// Whether each parameter is a pointer.
     pointers: Vec<bool>,
     library: Arc<Library>,
+    /// The same kernel in the library's checked build.
+    checked: OnceLock<Result<Box<Kernel>, String>>,
 }
 
 /// The dynamic shared memory a block may have: CUDA's default limit (48 KiB), which a kernel
@@ -300,7 +390,18 @@ impl Kernel {
         Ok(())
     }
 
-    /// Runs the whole grid on emulated device `ordinal`.
+    /// This kernel in its library's checked build.
+    fn checked(&self) -> Result<&Kernel, String> {
+        self.checked
+            .get_or_init(|| {
+                let lib = self.library.checked()?;
+                lib.kernel(&self.name).map(Box::new)
+            })
+            .as_deref()
+            .map_err(|e| format!("kernel {}: {e}", self.name))
+    }
+
+    /// Runs the whole grid on emulated device `ordinal`, with this thread's checks.
     ///
     /// # Safety
     /// See [`crate::cuda::driver::Backend::launch`].
@@ -316,12 +417,79 @@ impl Kernel {
         check_dims(grid, block, shared_bytes)?;
         // SAFETY: forwarded contract.
         unsafe { self.check_params(ordinal, params, sizes) }?;
+        let checks = checks::current()?;
+        checks::install_fault_handler();
+        let pointers: Vec<(usize, u64)> = self
+            .pointers
+            .iter()
+            .enumerate()
+            .filter(|&(_, &is_ptr)| is_ptr)
+            // SAFETY: a pointer parameter was packed in 8 bytes (checked above).
+            .map(|(i, _)| (i, unsafe { params[i].cast::<u64>().read_unaligned() }))
+            .filter(|&(_, p)| p != 0)
+            .collect();
+        if !checks.any() {
+            // What an unchecked kernel writes is not known: its allocations count as written.
+            for &(_, p) in &pointers {
+                memory::mark_all_written(p);
+            }
+            // SAFETY: forwarded contract.
+            return unsafe { self.run_with(grid, block, shared_bytes, params, None) };
+        }
+        let checked = self.checked()?;
+        let _one = checked
+            .library
+            .one_at_a_time
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // The allocations the pointer parameters address, each once, in address order.
+        let mut ranges: Vec<RangeDesc> = Vec::new();
+        for &(i, p) in &pointers {
+            if let Some(e) = memory::extent(p)
+                && !ranges.iter().any(|r| r.start == e.start)
+            {
+                ranges.push(RangeDesc {
+                    lo: e.lo,
+                    start: e.start,
+                    end: e.end,
+                    written: e.written,
+                    param: i as c_int,
+                    pad: 0,
+                });
+            }
+        }
+        ranges.sort_by_key(|r| r.lo);
+        let setup = CheckedLaunch {
+            checks,
+            ranges: &ranges,
+        };
+        // SAFETY: forwarded contract; the allocations stay live for the launch (its caller
+        // holds them).
+        unsafe { checked.run_with(grid, block, shared_bytes, params, Some(setup)) }
+    }
+
+    /// Runs the grid: spread over the host's cores, or, checked, on this thread alone.
+    ///
+    /// # Safety
+    /// See [`crate::cuda::driver::Backend::launch`].
+    unsafe fn run_with(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+        checked: Option<CheckedLaunch<'_>>,
+    ) -> DriverResult<()> {
         let blocks = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
-        let workers = crate::cpu::threads::count().clamp(1, 64) as u64;
+        let workers = match checked {
+            Some(_) => 1,
+            None => crate::cpu::threads::count().clamp(1, 64) as u64,
+        };
         let chunks = workers.min(blocks);
         let per = blocks.div_ceil(chunks);
         let shared = Params(params.as_mut_ptr());
         let fibers = c_int::from(self.library.uses_barriers);
+        let fault = self.library.fault;
         let run_chunk = |c: u64| -> Option<String> {
             let first = c * per;
             let end = (first + per).min(blocks);
@@ -329,6 +497,7 @@ impl Kernel {
                 return None;
             }
             let mut error = [0 as c_char; 512];
+            let mut reports = [ReportDesc::default(); REPORTS];
             let threads = (block[0] * block[1] * block[2]) as usize;
             let stacks = match fibers != 0 {
                 true => match FIBER_STACKS.with(|s| s.borrow_mut().at_least(threads)) {
@@ -337,6 +506,9 @@ impl Kernel {
                 },
                 false => std::ptr::null(),
             };
+            let (bits, ranges) = checked
+                .as_ref()
+                .map_or((0, &[][..]), |c| (c.checks.bits(), c.ranges));
             let mut desc = LaunchDesc {
                 grid,
                 block,
@@ -348,13 +520,23 @@ impl Kernel {
                 shared_bytes: u64::from(shared_bytes),
                 stacks,
                 stack_bytes: FIBER_STACK as u64,
+                checks: bits,
+                nranges: ranges.len() as u32,
+                ranges: ranges.as_ptr(),
+                reports: reports.as_mut_ptr(),
+                report_cap: if checked.is_some() { REPORTS as u32 } else { 1 },
+                report_count: 0,
             };
             let shared = &shared;
-            // SAFETY: the entry point reads each parameter with its declared type (the widths
-            // were checked), runs the blocks `first..end`, and writes at most `error_len`
-            // bytes of message.
-            let failed = unsafe { (self.launch)(shared.0, &mut desc) } != 0;
-            failed.then(|| {
+            let failed = {
+                let _in_kernel = checks::in_kernel(fault);
+                // SAFETY: the entry point reads each parameter with its declared type (the
+                // widths were checked), runs the blocks `first..end`, and writes at most
+                // `error_len` bytes of message and `report_cap` reports.
+                unsafe { (self.launch)(shared.0, &mut desc) != 0 }
+            };
+            let found = &reports[..desc.report_count as usize];
+            self.explain(found, failed, shared_bytes, checked.as_ref(), || {
                 // SAFETY: the shim wrote a NUL-terminated message within the buffer.
                 unsafe { CStr::from_ptr(error.as_ptr()) }
                     .to_string_lossy()
@@ -368,7 +550,82 @@ impl Kernel {
         };
         match failure {
             None => Ok(()),
-            Some(msg) => Err(format!("kernel {}: {msg}", self.name)),
+            Some(msg) => Err(msg),
         }
     }
+
+    /// The error of a launch that failed, from what the shim reported; findings of report mode
+    /// are kept and do not fail it.
+    fn explain(
+        &self,
+        found: &[ReportDesc],
+        failed: bool,
+        shared_bytes: u32,
+        checked: Option<&CheckedLaunch<'_>>,
+        message: impl FnOnce() -> String,
+    ) -> Option<String> {
+        if found.is_empty() {
+            return failed.then(|| format!("kernel {}: {}", self.name, message()));
+        }
+        let image = self
+            .library
+            .image
+            .as_deref()
+            .and_then(|i| ImageFile::write(i));
+        let place = |addr: u64| fault_place(addr, shared_bytes, checked);
+        let texts: Vec<String> = found
+            .iter()
+            .map(|r| checks::describe(&self.name, r, image.as_ref(), shared_bytes, place))
+            .collect();
+        let report_mode =
+            checked.is_some_and(|c| c.checks.initialization == checks::InitCheck::Report);
+        let mut error = None;
+        for (r, text) in found.iter().zip(texts) {
+            if report_mode && r.what == 2 {
+                checks::keep_report(text);
+            } else if error.is_none() {
+                error = Some(text);
+            }
+        }
+        if error.is_none() && failed {
+            error = Some(format!("kernel {}: {}", self.name, message()));
+        }
+        error
+    }
+}
+
+/// What a checked launch checks, and the allocations its pointer parameters address.
+#[derive(Clone, Copy)]
+struct CheckedLaunch<'a> {
+    checks: Checks,
+    ranges: &'a [RangeDesc],
+}
+
+/// Where a faulting address lies, in words.
+fn fault_place(addr: u64, shared_bytes: u32, checked: Option<&CheckedLaunch<'_>>) -> String {
+    if let Some(place) = memory::locate(addr) {
+        return place;
+    }
+    let page = memory::page_size() as u64;
+    let on_a_guard = FIBER_STACKS.with(|s| {
+        s.borrow()
+            .0
+            .iter()
+            .any(|&st| addr < st as u64 && addr + GUARD as u64 >= st as u64)
+    });
+    if on_a_guard {
+        return format!(
+            "the guard page below the thread's stack: the thread's stack ({} KiB) overflowed \
+             (deep recursion, or large local arrays)",
+            FIBER_STACK / 1024
+        );
+    }
+    let _ = checked;
+    if addr < page {
+        return "a null pointer (or an offset from one)".to_string();
+    }
+    format!(
+        "not memory of any emulated device: a host pointer, an uninitialized pointer, or beyond \
+         the {shared_bytes} bytes of dynamic shared memory the launch gave"
+    )
 }

@@ -362,19 +362,18 @@ fn launch_limits_and_what_is_not_emulated_are_errors_naming_them() {
 
     let e = kernel(
         &dev,
-        "warp_sum",
-        r#"extern "C" __global__ void warp_sum(float* x) {
-             float v = x[threadIdx.x];
-             v += __shfl_down_sync(0xffffffff, v, 16);
-             x[threadIdx.x] = v;
+        "nap",
+        r#"extern "C" __global__ void nap(float* x) {
+             __nanosleep(100);
+             x[threadIdx.x] = 1.0f;
            }"#,
     )
     .err()
-    .expect("warp shuffles are not emulated");
+    .expect("sleeping is not emulated");
     assert!(matches!(e, Error::KernelCompile { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(
-        msg.contains("does not support warp shuffles (`__shfl_down_sync`)"),
+        msg.contains("does not support sleeping (`__nanosleep`)"),
         "{msg}"
     );
 

@@ -1,0 +1,524 @@
+//! The emulated device's sanitizer: a gallery of broken kernels, each a known class of GPU bug,
+//! each caught with a message that points at it (the kernel, the memory and element, the
+//! threads, the source line), and its fixed version passing with the right result. Also what
+//! holds without the checks: a kernel named like a C library function runs, and a kernel's
+//! crash is an error naming it and the memory it reached.
+
+use kusari::RawKernel;
+use kusari::cuda::sanitizer::{self, Checks, InitCheck};
+use kusari::prelude::*;
+
+use super::emulated;
+
+fn on_gpu(a: &Array) -> Array {
+    a.to_device(Device::Cuda(0)).unwrap()
+}
+
+fn f32s(v: &[f32]) -> Array {
+    Array::from_vec(v.to_vec(), &[v.len()]).unwrap()
+}
+
+/// The message of a launch that must fail.
+fn failure(r: kusari::Result<()>) -> String {
+    match r {
+        Err(e) => e.to_string(),
+        Ok(()) => panic!("the launch passed"),
+    }
+}
+
+/// A shared-memory tree reduction of each block's 64 values; `SYNC` is the barrier in the loop.
+fn tree_reduction(sync_in_loop: bool) -> String {
+    format!(
+        r#"
+extern "C" __global__ void block_sum(const float* x, float* out) {{
+    __shared__ float partial[64];
+    const unsigned int t = threadIdx.x;
+    partial[t] = x[blockIdx.x * 64 + t];
+    __syncthreads();
+    for (unsigned int half = 32; half > 0; half /= 2) {{
+        if (t < half) partial[t] += partial[t + half];
+        {}
+    }}
+    if (t == 0) out[blockIdx.x] = partial[0];
+}}
+"#,
+        if sync_in_loop { "__syncthreads();" } else { "" }
+    )
+}
+
+#[test]
+fn a_tree_reduction_missing_a_barrier_is_a_race_on_its_shared_array() {
+    if !emulated("a_tree_reduction_missing_a_barrier_is_a_race_on_its_shared_array") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let values: Vec<f32> = (0..128).map(|i| (i % 13) as f32 - 4.0).collect();
+    let x = on_gpu(&f32s(&values));
+    let out = on_gpu(&Array::zeros(&[2], DType::F32).unwrap());
+
+    let broken = RawKernel::new(&tree_reduction(false), "block_sum").unwrap();
+    let e = failure(broken.launch(2u32, 64u32, &[(&x).into(), (&out).into()]));
+    assert!(
+        e.contains("kernel block_sum: data race on __shared__ `partial`"),
+        "{e}"
+    );
+    // Without the barrier, thread 0 runs the whole loop first and reads partial[1] (when half
+    // is 1); thread 1 then writes partial[1] in its first step: a read and a write of one
+    // element by two threads, with no barrier between them, both on the line of the `+=`.
+    assert!(
+        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it at block_sum:8"),
+        "{e}"
+    );
+    assert!(
+        e.contains("thread (0, 0, 0) of block (0, 0, 0) read it at block_sum:8"),
+        "{e}"
+    );
+    assert!(e.contains("no __syncthreads between them"), "{e}");
+
+    let fixed = RawKernel::new(&tree_reduction(true), "block_sum").unwrap();
+    fixed
+        .launch(2u32, 64u32, &[(&x).into(), (&out).into()])
+        .unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    for b in 0..2 {
+        let want: f32 = values[b * 64..(b + 1) * 64].iter().sum();
+        assert_eq!(got[b], want, "block {b}");
+    }
+}
+
+#[test]
+fn a_kernel_named_like_a_c_library_function_is_the_one_that_runs() {
+    if !emulated("a_kernel_named_like_a_c_library_function_is_the_one_that_runs") {
+        return;
+    }
+    for name in ["index", "sync", "truncate"] {
+        let src = format!(
+            "extern \"C\" __global__ void {name}(float* y) {{ y[threadIdx.x] = 2.0f * threadIdx.x; }}"
+        );
+        let k = RawKernel::new(&src, name).unwrap();
+        let y = on_gpu(&Array::zeros(&[8], DType::F32).unwrap());
+        k.launch(1u32, 8u32, &[(&y).into()]).unwrap();
+        let want: Vec<f32> = (0..8).map(|i| 2.0 * i as f32).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), want, "kernel {name}");
+    }
+}
+
+#[test]
+fn a_crash_in_a_kernel_is_an_error_naming_the_kernel_and_the_memory() {
+    if !emulated("a_crash_in_a_kernel_is_an_error_naming_the_kernel_and_the_memory") {
+        return;
+    }
+    let src = r#"
+extern "C" __global__ void overrun(float* y, int n) {
+    y[threadIdx.x + n] = 1.0f;
+}
+extern "C" __global__ void divide(int* y, int d) {
+    y[threadIdx.x] = 100 / (d - (int)threadIdx.x);
+}
+"#;
+    let y = on_gpu(&Array::zeros(&[1024], DType::F32).unwrap());
+    let k = RawKernel::new(src, "overrun").unwrap();
+    // Element 1024 + 5 lies on the guard page after the 4 KiB allocation.
+    let e = failure(k.launch(1u32, 8u32, &[(&y).into(), 1024i32.into()]));
+    assert!(e.contains("kernel overrun: SIGSEGV"), "{e}");
+    assert!(e.contains("thread (0, 0, 0) of block (0, 0, 0)"), "{e}");
+    assert!(
+        e.contains("byte 4096 of the allocation of 4096 bytes"),
+        "{e}"
+    );
+    assert!(e.contains("1 past its end"), "{e}");
+    // The device works on.
+    k.launch(1u32, 8u32, &[(&y).into(), 0i32.into()]).unwrap();
+    assert_eq!(
+        &y.to_vec::<f32>().unwrap()[..9],
+        &[1., 1., 1., 1., 1., 1., 1., 1., 0.]
+    );
+
+    let yi = on_gpu(&Array::zeros(&[8], DType::I32).unwrap());
+    let k = RawKernel::new(src, "divide").unwrap();
+    let e = failure(k.launch(1u32, 8u32, &[(&yi).into(), 3i32.into()]));
+    assert!(e.contains("kernel divide: SIGFPE"), "{e}");
+    assert!(e.contains("thread (3, 0, 0)"), "{e}");
+}
+
+#[test]
+fn two_threads_writing_one_output_race_and_atomics_do_not() {
+    if !emulated("two_threads_writing_one_output_race_and_atomics_do_not") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let src = r#"
+extern "C" __global__ void pairs(const float* x, float* out) {
+    out[threadIdx.x / 2] = x[threadIdx.x];
+}
+extern "C" __global__ void pairs_atomic(const float* x, float* out) {
+    atomicAdd(&out[threadIdx.x / 2], x[threadIdx.x]);
+}
+"#;
+    let values: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let x = on_gpu(&f32s(&values));
+    let out = on_gpu(&Array::zeros(&[8], DType::F32).unwrap());
+    let broken = RawKernel::new(src, "pairs").unwrap();
+    let e = failure(broken.launch(1u32, 16u32, &[(&x).into(), (&out).into()]));
+    assert!(
+        e.contains("kernel pairs: data race on parameter 1, element 0 (4-byte elements)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it at pairs:3")
+            && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it at pairs:3"),
+        "{e}"
+    );
+    let fixed = RawKernel::new(src, "pairs_atomic").unwrap();
+    fixed
+        .launch(1u32, 16u32, &[(&x).into(), (&out).into()])
+        .unwrap();
+    let want: Vec<f32> = (0..8).map(|i| (4 * i + 1) as f32).collect();
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
+}
+
+/// A 3-point stencil through shared memory: each thread loads its element, and reads its
+/// neighbours' after the barrier (without it, a neighbour's value is read before it is written).
+fn stencil(with_barrier: bool) -> String {
+    format!(
+        r#"
+extern "C" __global__ void smooth(const float* x, float* y, int n) {{
+    __shared__ float tile[34];
+    const int t = threadIdx.x, i = blockIdx.x * 32 + t;
+    tile[t + 1] = x[i];
+    if (t == 0) tile[0] = i > 0 ? x[i - 1] : 0.0f;
+    if (t == 31) tile[33] = i + 1 < n ? x[i + 1] : 0.0f;
+    {}
+    y[i] = tile[t] + tile[t + 1] + tile[t + 2];
+}}
+"#,
+        if with_barrier { "__syncthreads();" } else { "" }
+    )
+}
+
+#[test]
+fn a_stencil_reading_its_neighbour_before_the_barrier_is_caught() {
+    if !emulated("a_stencil_reading_its_neighbour_before_the_barrier_is_caught") {
+        return;
+    }
+    let values: Vec<f32> = (0..64).map(|i| ((i * 7) % 11) as f32).collect();
+    let x = on_gpu(&f32s(&values));
+    let y = on_gpu(&Array::zeros(&[64], DType::F32).unwrap());
+    let args = || [(&x).into(), (&y).into(), 64i32.into()];
+    let broken = RawKernel::new(&stencil(false), "smooth").unwrap();
+    {
+        // The race detector alone: thread 0 read tile[2] before thread 1 wrote it.
+        let _races = sanitizer::scoped(Checks {
+            races: true,
+            ..Checks::NONE
+        });
+        let e = failure(broken.launch(2u32, 32u32, &args()));
+        assert!(
+            e.contains("data race on __shared__ `tile`, element 2"),
+            "{e}"
+        );
+        assert!(
+            e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it at smooth:5")
+                && e.contains("thread (0, 0, 0) of block (0, 0, 0) read it at smooth:9"),
+            "{e}"
+        );
+    }
+    {
+        // The initialization check sees the same read first: nothing had written tile[2].
+        let _init = sanitizer::scoped(Checks::ALL);
+        let e = failure(broken.launch(2u32, 32u32, &args()));
+        assert!(e.contains("read of uninitialized memory"), "{e}");
+        assert!(e.contains("__shared__ `tile`, element 2"), "{e}");
+        assert!(e.contains("at smooth:9"), "{e}");
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let fixed = RawKernel::new(&stencil(true), "smooth").unwrap();
+    fixed.launch(2u32, 32u32, &args()).unwrap();
+    let at = |j: i64| {
+        if (0..64).contains(&j) {
+            values[j as usize]
+        } else {
+            0.0
+        }
+    };
+    for (i, got) in y.to_vec::<f32>().unwrap().into_iter().enumerate() {
+        let i = i as i64;
+        assert_eq!(got, at(i - 1) + at(i) + at(i + 1), "y[{i}]");
+    }
+}
+
+static ACCUMULATE: kusari::ElementwiseKernel =
+    kusari::ElementwiseKernel::new("accumulate", "T x", "T y", "", "y += x;");
+
+#[test]
+fn a_kernel_reading_an_output_it_never_wrote_is_caught_or_reported() {
+    if !emulated("a_kernel_reading_an_output_it_never_wrote_is_caught_or_reported") {
+        return;
+    }
+    let x = on_gpu(&f32s(&[1.0, 2.0, 3.0, 4.0]));
+    {
+        // `y` is allocated by the call and never written before the body reads it.
+        let _checks = sanitizer::scoped(Checks::ALL);
+        let e = ACCUMULATE.call().arg(&x).run().unwrap_err().to_string();
+        assert!(e.contains("kernel accumulate__"), "{e}");
+        assert!(e.contains("read of uninitialized memory"), "{e}");
+        assert!(
+            e.contains("parameter 1, element 0 (4-byte elements)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("a kernel reading an output it never wrote"),
+            "{e}"
+        );
+    }
+    {
+        // Report mode: the launch goes on, and the finding is kept, once for the instruction.
+        let _report = sanitizer::scoped(Checks {
+            initialization: InitCheck::Report,
+            ..Checks::NONE
+        });
+        let _ = sanitizer::take_reports();
+        let y = ACCUMULATE.call().arg(&x).run().unwrap().remove(0);
+        assert_eq!(y.shape(), &[4]);
+        let reports = sanitizer::take_reports();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(
+            reports[0].contains("read of uninitialized memory"),
+            "{reports:?}"
+        );
+    }
+    // Given a written output, it passes.
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let y = on_gpu(&f32s(&[10.0, 20.0, 30.0, 40.0]));
+    ACCUMULATE.call().arg(&x).out(&y).run().unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), [11.0, 22.0, 33.0, 44.0]);
+}
+
+#[test]
+fn reads_before_a_buffer_and_past_the_dynamic_shared_bytes_are_out_of_bounds() {
+    if !emulated("reads_before_a_buffer_and_past_the_dynamic_shared_bytes_are_out_of_bounds") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let src = r#"
+extern "C" __global__ void shift(const float* x, float* y) {
+    y[threadIdx.x] = x[(int)threadIdx.x - 1];
+}
+extern "C" __global__ void staged(const float* x, float* y) {
+    extern __shared__ float stage[];
+    stage[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    y[threadIdx.x] = stage[blockDim.x - 1 - threadIdx.x];
+}
+"#;
+    let x = on_gpu(&f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]));
+    let y = on_gpu(&Array::zeros(&[8], DType::F32).unwrap());
+    let shift = RawKernel::new(src, "shift").unwrap();
+    let e = failure(shift.launch(1u32, 8u32, &[(&x).into(), (&y).into()]));
+    assert!(e.contains("kernel shift: out-of-bounds access"), "{e}");
+    assert!(
+        e.contains("thread (0, 0, 0) of block (0, 0, 0) read 4 bytes"),
+        "{e}"
+    );
+    assert!(e.contains("parameter 0, element -1"), "{e}");
+    assert!(
+        e.contains("4 bytes before the first byte of its allocation"),
+        "{e}"
+    );
+    assert!(e.contains("at shift:3"), "{e}");
+
+    let staged = RawKernel::new(src, "staged").unwrap();
+    // The forgotten sizeof: 8 bytes for 8 floats.
+    let e = failure(staged.launch_with_shared_mem(1u32, 8u32, 8, &[(&x).into(), (&y).into()]));
+    assert!(e.contains("kernel staged: out-of-bounds access"), "{e}");
+    assert!(
+        e.contains("thread (2, 0, 0) of block (0, 0, 0) wrote 4 bytes"),
+        "{e}"
+    );
+    assert!(
+        e.contains("byte 8 of extern __shared__ memory, but the launch gave 8 bytes"),
+        "{e}"
+    );
+    staged
+        .launch_with_shared_mem(1u32, 8u32, 32, &[(&x).into(), (&y).into()])
+        .unwrap();
+    assert_eq!(
+        y.to_vec::<f32>().unwrap(),
+        [8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    );
+}
+
+/// Each warp sums its lanes with shuffles, lane 0 of each writes the warp's sum to shared
+/// memory, and the first warp sums those: CUDA's fastest block reduction.
+const WARP_REDUCE: &str = r#"
+extern "C" __global__ void warp_reduce(const float* x, float* out, int n) {
+    __shared__ float warp_sums[32];
+    const unsigned int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const unsigned int i = blockIdx.x * blockDim.x + t;
+    float v = i < n ? x[i] : 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
+        for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}
+
+extern "C" __global__ void votes(const int* x, unsigned int* out) {
+    const unsigned int t = threadIdx.x;
+    const int positive = x[t] > 0;
+    const unsigned int ballot = __ballot_sync(0xffffffffu, positive);
+    const int any = __any_sync(0xffffffffu, positive);
+    const int all = __all_sync(0xffffffffu, positive);
+    const unsigned int total = __reduce_add_sync(0xffffffffu, (unsigned int)x[t]);
+    const int lowest = __reduce_min_sync(0xffffffffu, x[t]);
+    const unsigned int same = __match_any_sync(0xffffffffu, x[t] % 3);
+    // Inclusive scan within segments of 8 lanes.
+    int scan = x[t];
+    for (int d = 1; d < 8; d *= 2) {
+        const int up = __shfl_up_sync(0xffffffffu, scan, d, 8);
+        if (t % 8 >= d) scan += up;
+    }
+    __syncwarp();
+    out[t * 8 + 0] = ballot;
+    out[t * 8 + 1] = any;
+    out[t * 8 + 2] = all;
+    out[t * 8 + 3] = total;
+    out[t * 8 + 4] = (unsigned int)lowest;
+    out[t * 8 + 5] = same;
+    out[t * 8 + 6] = (unsigned int)scan;
+    out[t * 8 + 7] = __activemask();
+}
+"#;
+
+#[test]
+fn warp_intrinsics_give_cuda_s_results() {
+    if !emulated("warp_intrinsics_give_cuda_s_results") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let n = 1000usize;
+    let values: Vec<f32> = (0..n).map(|i| ((i * 37) % 19) as f32 - 9.0).collect();
+    let x = on_gpu(&f32s(&values));
+    let out = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
+    let k = RawKernel::new(WARP_REDUCE, "warp_reduce").unwrap();
+    k.launch(
+        4u32,
+        256u32,
+        &[(&x).into(), (&out).into(), (n as i32).into()],
+    )
+    .unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    for b in 0..4 {
+        // Small integers: every order of summing them is exact.
+        let want: f32 = values[(b * 256).min(n)..((b + 1) * 256).min(n)]
+            .iter()
+            .sum();
+        assert_eq!(got[b], want, "block {b}");
+    }
+
+    let ints: Vec<i32> = (0..32).map(|i| (i * 7) % 11 - 3).collect();
+    let xi = on_gpu(&Array::from_vec(ints.clone(), &[32]).unwrap());
+    let res = on_gpu(&Array::zeros(&[32 * 8], DType::U32).unwrap());
+    let k = RawKernel::new(WARP_REDUCE, "votes").unwrap();
+    k.launch(1u32, 32u32, &[(&xi).into(), (&res).into()])
+        .unwrap();
+    let got = res.to_vec::<u32>().unwrap();
+    let ballot = (0..32).fold(0u32, |m, l| m | (u32::from(ints[l] > 0) << l));
+    let total = ints.iter().fold(0u32, |s, &v| s.wrapping_add(v as u32));
+    let lowest = *ints.iter().min().unwrap();
+    for t in 0..32 {
+        let row = &got[t * 8..t * 8 + 8];
+        assert_eq!(row[0], ballot, "ballot, lane {t}");
+        assert_eq!(row[1], 1, "any, lane {t}");
+        assert_eq!(row[2], 0, "all, lane {t}");
+        assert_eq!(row[3], total, "reduce_add, lane {t}");
+        assert_eq!(row[4] as i32, lowest, "reduce_min, lane {t}");
+        let same = (0..32).fold(0u32, |m, l| {
+            m | (u32::from(ints[l] % 3 == ints[t] % 3) << l)
+        });
+        assert_eq!(row[5], same, "match_any, lane {t}");
+        let seg = t / 8 * 8;
+        let scan: i32 = ints[seg..=t].iter().sum();
+        assert_eq!(row[6] as i32, scan, "segmented scan, lane {t}");
+        assert_eq!(row[7], u32::MAX, "activemask, lane {t}");
+    }
+}
+
+/// A shuffle under a branch that only half the warp takes, with the full warp's mask (the
+/// classic bug), and the mask fixed.
+fn half_warp_shuffle(mask: &str) -> String {
+    format!(
+        r#"
+extern "C" __global__ void half_warp(float* x) {{
+    float v = x[threadIdx.x];
+    if (threadIdx.x < 16) {{
+        v += __shfl_down_sync({mask}, v, 8);
+        x[threadIdx.x] = v;
+    }}
+}}
+"#
+    )
+}
+
+#[test]
+fn a_shuffle_with_a_wrong_mask_is_an_error_naming_the_lanes() {
+    if !emulated("a_shuffle_with_a_wrong_mask_is_an_error_naming_the_lanes") {
+        return;
+    }
+    let values: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let x = on_gpu(&f32s(&values));
+    let broken = RawKernel::new(&half_warp_shuffle("0xffffffffu"), "half_warp").unwrap();
+    let e = failure(broken.launch(1u32, 32u32, &[(&x).into()]));
+    assert!(
+        e.contains(
+            "kernel half_warp: __shfl_down_sync: lane 0 of warp 0 waits for lane 16 (mask \
+             0xffffffff), which has exited: an inactive lane named in the mask"
+        ),
+        "{e}"
+    );
+    // A mask without the calling lane.
+    let e = failure(
+        RawKernel::new(&half_warp_shuffle("0x000000ffu"), "half_warp")
+            .unwrap()
+            .launch(1u32, 32u32, &[(&x).into()]),
+    );
+    assert!(
+        e.contains("lane 8 of warp 0 calls it with mask 0x000000ff, which does not name the lane"),
+        "{e}"
+    );
+    // A full mask in a block whose last warp is partial.
+    let e = failure(RawKernel::new(WARP_REDUCE, "warp_reduce").unwrap().launch(
+        1u32,
+        48u32,
+        &[(&x).into(), (&x).into(), 32i32.into()],
+    ));
+    assert!(
+        e.contains("names lane 16 in mask 0xffffffff, but the block has 48 threads"),
+        "{e}"
+    );
+
+    // The fix: the half warp's mask, and its width, so that lanes 8..16 keep their own value
+    // instead of reading lanes outside the mask.
+    let fixed = RawKernel::new(&half_warp_shuffle("0x0000ffffu"), "half_warp").unwrap();
+    let e = failure(fixed.launch(1u32, 32u32, &[(&x).into()]));
+    assert!(
+        e.contains("lane 8 of warp 0 reads lane 16, which is not in the mask 0x0000ffff"),
+        "{e}"
+    );
+    let x = on_gpu(&f32s(&values));
+    let src = half_warp_shuffle("0x0000ffffu").replace("v, 8)", "v, 8, 16)");
+    let fixed = RawKernel::new(&src, "half_warp").unwrap();
+    fixed.launch(1u32, 32u32, &[(&x).into()]).unwrap();
+    let got = x.to_vec::<f32>().unwrap();
+    for (t, &got) in got.iter().enumerate() {
+        let want = match t {
+            0..8 => values[t] + values[t + 8],
+            8..16 => 2.0 * values[t],
+            _ => values[t],
+        };
+        assert_eq!(got, want, "x[{t}]");
+    }
+}
