@@ -388,7 +388,7 @@ fn signal_name(sig: c_int) -> &'static str {
 }
 
 /// The message of report `r` of kernel `kernel`; `shared_bytes` is the launch's dynamic shared
-/// memory, `stack` what the faulting address is when it lies in a fiber stack's guard.
+/// memory, `fault_place` what a faulting address lies in.
 pub(crate) fn describe(
     kernel: &str,
     r: &ReportDesc,

@@ -18,7 +18,7 @@
 //!   kernels themselves through [`extent`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::cuda::driver::types::{DevicePtr, DriverResult};
@@ -126,8 +126,10 @@ pub(crate) fn alloc(ordinal: usize, bytes: usize) -> DriverResult<DevicePtr> {
     let start = base + page + data - bytes;
     // SAFETY: `start..start + bytes` lies in the writable data pages.
     unsafe { std::ptr::write_bytes(start as *mut u8, POISON, bytes) };
-    let written = super::checks::tracks_initialization()
-        .then(|| (0..bytes.div_ceil(64)).map(|_| AtomicU64::new(0)).collect());
+    let written = super::checks::tracks_initialization().then(|| {
+        TRACKING.store(true, Ordering::Relaxed);
+        (0..bytes.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
+    });
     let mut s = lock();
     s.live_bytes += bytes;
     s.live.insert(
@@ -227,8 +229,15 @@ pub(crate) fn extent(ptr: DevicePtr) -> Option<Extent> {
     })
 }
 
+/// Whether an allocation has ever tracked its written bytes: until one has, marking them (at
+/// every copy, memset and unchecked launch) takes no lock.
+static TRACKING: AtomicBool = AtomicBool::new(false);
+
 /// Records `len` bytes at `ptr` as written (a copy, a memset, an unchecked kernel's output).
 pub(crate) fn mark_written(ptr: DevicePtr, len: usize) {
+    if !TRACKING.load(Ordering::Relaxed) {
+        return;
+    }
     let s = lock();
     let Some((&start, a)) = s.live.range(..=ptr).next_back() else {
         return;
@@ -248,6 +257,9 @@ pub(crate) fn mark_written(ptr: DevicePtr, len: usize) {
 /// Records the whole allocation `ptr` points into as written: an unchecked launch received it,
 /// and what it wrote is not known.
 pub(crate) fn mark_all_written(ptr: DevicePtr) {
+    if !TRACKING.load(Ordering::Relaxed) {
+        return;
+    }
     let s = lock();
     if let Some((&start, a)) = s.live.range(..=ptr).next_back()
         && ptr <= start + a.bytes as u64

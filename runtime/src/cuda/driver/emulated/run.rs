@@ -157,6 +157,18 @@ fn dl_error() -> String {
     }
 }
 
+/// The symbol `name` of the loaded library `handle`.
+fn dl_symbol(handle: *mut c_void, name: &str) -> DriverResult<*mut c_void> {
+    let c = CString::new(name).map_err(|_| format!("`{name}` contains a NUL byte"))?;
+    // SAFETY: a live handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+    if p.is_null() {
+        Err(format!("CUDA_ERROR_NOT_FOUND: no `{name}` in the module"))
+    } else {
+        Ok(p)
+    }
+}
+
 impl Library {
     /// Loads a library [`super::compile_cached`] made.
     pub(crate) fn load(image: &[u8]) -> DriverResult<Arc<Library>> {
@@ -187,16 +199,7 @@ impl Library {
         // The mapping outlives the file.
         let _ = std::fs::remove_file(&path);
         loaded?;
-        let lookup = |name: &str| -> DriverResult<*mut c_void> {
-            let c = CString::new(name).map_err(|_| format!("`{name}` contains a NUL byte"))?;
-            // SAFETY: a live handle and a NUL-terminated name.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() {
-                Err(format!("CUDA_ERROR_NOT_FOUND: no `{name}` in the module"))
-            } else {
-                Ok(p)
-            }
-        };
+        let lookup = |name: &str| dl_symbol(handle, name);
         // SAFETY: the symbol is the `int` the compiler module defined; the library stays loaded.
         let uses_barriers = unsafe { *lookup("kusari_emu_uses_barriers")?.cast::<c_int>() } != 0;
         // SAFETY: the shim's `kusari_emu_fault`, of this signature.
@@ -245,14 +248,7 @@ impl Library {
     /// # Safety
     /// `T` is the symbol's type.
     unsafe fn symbol<T>(&self, name: &str) -> DriverResult<*mut T> {
-        let c = CString::new(name).map_err(|_| format!("`{name}` contains a NUL byte"))?;
-        // SAFETY: a live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
-        if p.is_null() {
-            Err(format!("CUDA_ERROR_NOT_FOUND: no `{name}` in the module"))
-        } else {
-            Ok(p.cast())
-        }
+        dl_symbol(self.handle, name).map(<*mut c_void>::cast)
     }
 
     /// The kernel `name`, with what it says of its parameters.
@@ -572,7 +568,7 @@ impl Kernel {
             .image
             .as_deref()
             .and_then(|i| ImageFile::write(i));
-        let place = |addr: u64| fault_place(addr, shared_bytes, checked);
+        let place = |addr: u64| fault_place(addr, shared_bytes);
         let texts: Vec<String> = found
             .iter()
             .map(|r| checks::describe(&self.name, r, image.as_ref(), shared_bytes, place))
@@ -602,7 +598,7 @@ struct CheckedLaunch<'a> {
 }
 
 /// Where a faulting address lies, in words.
-fn fault_place(addr: u64, shared_bytes: u32, checked: Option<&CheckedLaunch<'_>>) -> String {
+fn fault_place(addr: u64, shared_bytes: u32) -> String {
     if let Some(place) = memory::locate(addr) {
         return place;
     }
@@ -620,7 +616,6 @@ fn fault_place(addr: u64, shared_bytes: u32, checked: Option<&CheckedLaunch<'_>>
             FIBER_STACK / 1024
         );
     }
-    let _ = checked;
     if addr < page {
         return "a null pointer (or an offset from one)".to_string();
     }
