@@ -175,6 +175,10 @@ fn ranks_with_different_models_are_told_so_instead_of_deadlocking() {
 
 /// The NCCL stand-in connects threads of one process: a job of processes on emulated devices
 /// is refused on every rank at once, saying so, instead of waiting for ranks it cannot reach.
+///
+/// Every rank returns the error, but `mpirun` ends the job when the first rank exits, so the
+/// other rank's message may never reach its output: the test asks for at least one rank's
+/// message, and that no rank's message says anything else.
 #[cfg(feature = "nccl")]
 #[test]
 fn pure_nccl_on_emulated_devices_across_processes_says_why_it_cannot() {
@@ -182,12 +186,16 @@ fn pure_nccl_on_emulated_devices_across_processes_says_why_it_cannot() {
     let env = [("KUSARI_CUDA_EMULATE", "2")];
     let job = run_with(&mpirun, 2, &["equivalence", "pure_nccl"], &env);
     assert!(!job.success, "the job should fail:\n{}", job.stdout);
-    for r in 0..2 {
+    let told: Vec<&str> = job
+        .stderr
+        .lines()
+        .filter(|l| l.contains("create_communicator(\"pure_nccl\") on rank"))
+        .collect();
+    assert!(!told.is_empty(), "no rank said why:\n{}", job.stderr);
+    for line in &told {
         assert!(
-            job.stderr.contains(&format!(
-                "create_communicator(\"pure_nccl\") on rank {r}: rank 0 cannot join"
-            )),
-            "{}",
+            line.contains(": rank 0 cannot join: "),
+            "a rank gave another reason: {line}\n{}",
             job.stderr
         );
     }

@@ -119,6 +119,7 @@ pub fn generate_reduction(
         user_part(&mut src, name, "preamble", def.preamble, &entry);
     }
     let _ = writeln!(src, "typedef {reduce_type} _type_reduce;");
+    src.push_str(SHUFFLE_DOWN);
     let _ = writeln!(
         src,
         "struct _Layout {{ long long nkept; long long nreduced; long long kept[{c}]; long long kept_strides[{i}][{c}]; long long reduced[{c}]; long long reduced_strides[{i}][{c}]; }};",
@@ -270,6 +271,28 @@ pub fn generate_reduction(
     Ok(KernelSource { entry, source: src })
 }
 
+/// `__shfl_down_sync` over the full warp for a value of any trivially copyable type (the
+/// reduction type may be the user's struct): as one 32-bit word when it fits, else as 64-bit
+/// words, the value's bits copied in and out.
+const SHUFFLE_DOWN: &str = r#"template <typename _T>
+__device__ __forceinline__ _T _kusari_shfl_down(_T _v, const unsigned int _d) {
+  if constexpr (sizeof(_T) <= 4) {
+    unsigned int _w = 0u;
+    memcpy(&_w, &_v, sizeof(_T));
+    _w = __shfl_down_sync(0xffffffffu, _w, _d);
+    memcpy(&_v, &_w, sizeof(_T));
+  } else {
+    unsigned long long _w[(sizeof(_T) + 7) / 8] = {};
+    memcpy(_w, &_v, sizeof(_T));
+    for (unsigned int _i = 0; _i < (sizeof(_T) + 7) / 8; ++_i) {
+      _w[_i] = __shfl_down_sync(0xffffffffu, _w[_i], _d);
+    }
+    memcpy(&_v, _w, sizeof(_T));
+  }
+  return _v;
+}
+"#;
+
 /// The start of a kernel: shared memory, the `_reduce` function, the loop over the block's
 /// items (uniform across the block, so every thread reaches each barrier), and the thread's
 /// accumulator.
@@ -339,9 +362,18 @@ fn fold(src: &mut String, def: &ReductionDef, value: &str, indent: &str) {
     }
 }
 
-/// The end of a kernel: the group's values combined in shared memory (a tree, a barrier between
-/// steps), then the group's first thread writes its item: the outputs through `post_map_expr`,
-/// or (in the first pass of a split reduction) a partial result.
+/// The end of a kernel: the group's values combined, then the group's first thread writes its
+/// item: the outputs through `post_map_expr`, or (in the first pass of a split reduction) a
+/// partial result.
+///
+/// The values combine as CUB's warp-reductions block reduce does: first within each warp, by
+/// `__shfl_down_sync` steps between the item's lanes of the warp (no shared memory, no
+/// barrier: a warp-per-output reduction needs none), then, where an item spans several warps,
+/// each warp's first lane of the item leaves its part in shared memory and, after one barrier,
+/// the item's first thread folds the parts in warp order (`_reduce` is commutative: each
+/// thread's value already folds every `_group`-th element). An item without identity carries
+/// `_have` through the shuffles. Every block has [`REDUCE_BLOCK`] threads, whole warps, and
+/// reaches the shuffles together (the item loop is uniform), so the full mask is exact.
 fn kernel_epilogue(
     src: &mut String,
     def: &ReductionDef,
@@ -351,43 +383,71 @@ fn kernel_epilogue(
 ) {
     let have = def.identity.is_none();
     let _ = writeln!(src, "    if (_group > 1) {{");
-    let _ = writeln!(src, "      _smem[threadIdx.x] = _s;");
-    if have {
-        let _ = writeln!(src, "      _smem_have[threadIdx.x] = _have;");
-    }
-    let _ = writeln!(src, "      __syncthreads();");
     let _ = writeln!(
         src,
-        "      for (int _step = _group / 2; _step > 0; _step >>= 1) {{"
+        "      // The item's lanes in this warp, and this one's place among them."
     );
-    let _ = writeln!(src, "        if (_lane < _step) {{");
-    let _ = writeln!(src, "          const unsigned int _t = threadIdx.x;");
+    let _ = writeln!(
+        src,
+        "      const int _wk = _group * _lane_stride <= 32 ? _group : (_lane_stride < 32 ? 32 / _lane_stride : 1);"
+    );
+    let _ = writeln!(
+        src,
+        "      const int _p = ((int)(threadIdx.x & 31u) / _lane_stride) % _wk;"
+    );
+    let _ = writeln!(src, "      for (int _o = _wk / 2; _o > 0; _o >>= 1) {{");
+    let _ = writeln!(
+        src,
+        "        const _type_reduce _v = _kusari_shfl_down(_s, (unsigned int)(_o * _lane_stride));"
+    );
     if have {
         let _ = writeln!(
             src,
-            "          const unsigned int _u = _t + _step * _lane_stride;"
+            "        const bool _vh = __shfl_down_sync(0xffffffffu, (int)_have, (unsigned int)(_o * _lane_stride)) != 0;"
         );
-        let _ = writeln!(src, "          if (_smem_have[_u]) {{");
-        let _ = writeln!(
-            src,
-            "            _smem[_t] = _smem_have[_t] ? _reduce(_smem[_t], _smem[_u]) : _smem[_u];"
-        );
-        let _ = writeln!(src, "            _smem_have[_t] = true;");
-        let _ = writeln!(src, "          }}");
+        let _ = writeln!(src, "        if (_p < _o && _vh) {{");
+        let _ = writeln!(src, "          _s = _have ? _reduce(_s, _v) : _v;");
+        let _ = writeln!(src, "          _have = true;");
+        let _ = writeln!(src, "        }}");
     } else {
-        let _ = writeln!(
-            src,
-            "          _smem[_t] = _reduce(_smem[_t], _smem[_t + _step * _lane_stride]);"
-        );
+        let _ = writeln!(src, "        if (_p < _o) _s = _reduce(_s, _v);");
+    }
+    let _ = writeln!(src, "      }}");
+    let _ = writeln!(src, "      if (_group > _wk) {{");
+    let _ = writeln!(src, "        if (_p == 0) {{");
+    let _ = writeln!(src, "          _smem[threadIdx.x] = _s;");
+    if have {
+        let _ = writeln!(src, "          _smem_have[threadIdx.x] = _have;");
     }
     let _ = writeln!(src, "        }}");
     let _ = writeln!(src, "        __syncthreads();");
-    let _ = writeln!(src, "      }}");
-    let _ = writeln!(src, "      _s = _smem[threadIdx.x - _lane * _lane_stride];");
+    let _ = writeln!(src, "        if (_lane == 0) {{");
     let _ = writeln!(
         src,
-        "      __syncthreads();  // read before the next item overwrites _smem"
+        "          for (int _q = 1; _q < _group / _wk; ++_q) {{"
     );
+    let _ = writeln!(
+        src,
+        "            const unsigned int _u = threadIdx.x + (unsigned int)(_q * _wk * _lane_stride);"
+    );
+    if have {
+        let _ = writeln!(src, "            if (_smem_have[_u]) {{");
+        let _ = writeln!(
+            src,
+            "              _s = _have ? _reduce(_s, _smem[_u]) : _smem[_u];"
+        );
+        let _ = writeln!(src, "              _have = true;");
+        let _ = writeln!(src, "            }}");
+    } else {
+        let _ = writeln!(src, "            _s = _reduce(_s, _smem[_u]);");
+    }
+    let _ = writeln!(src, "          }}");
+    let _ = writeln!(src, "        }}");
+    let _ = writeln!(
+        src,
+        "        __syncthreads();  // read before the next item overwrites _smem"
+    );
+    let _ = writeln!(src, "      }}");
     let _ = writeln!(src, "    }}");
     let _ = writeln!(src, "    if (_lane == 0 && _item < _items) {{");
     if first_pass {
@@ -538,6 +598,8 @@ mod tests {
         assert!(s.contains("_s = _have ? _reduce(_s, _m) : _m;"));
         assert!(s.contains("__shared__ bool _smem_have[256];"));
         assert!(s.contains("if (_smem_have[_u]) {"));
+        // The flag travels with the value between lanes.
+        assert!(s.contains("if (_p < _o && _vh) {"), "{s}");
         let sum = generate_reduction(&SUM, &SUM.signature().unwrap(), &[('T', Float32)], 1, 1)
             .unwrap()
             .source;
@@ -550,6 +612,10 @@ mod tests {
         // The second pass has an item per output, the first one per chunk of an output.
         assert!(sum.contains("const long long _items = _n_out * _chunks;"));
         assert!(sum.contains("const long long _items = _n_out;"));
-        assert_eq!(sum.matches("__syncthreads();").count(), 6, "{sum}");
+        // Two barriers a pass, both only where an item spans several warps; within a warp,
+        // shuffles.
+        assert_eq!(sum.matches("__syncthreads();").count(), 4, "{sum}");
+        assert_eq!(sum.matches("if (_group > _wk) {").count(), 2, "{sum}");
+        assert!(sum.contains("_kusari_shfl_down(_s, (unsigned int)(_o * _lane_stride))"));
     }
 }

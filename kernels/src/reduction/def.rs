@@ -40,7 +40,10 @@ pub struct ReductionDef {
     pub params: &'static str,
     /// The value each element contributes, in terms of the inputs' names and `_J`.
     pub map_expr: &'static str,
-    /// Two values combined, in terms of `a` and `b`.
+    /// Two values combined, in terms of `a` and `b`. It must be associative and commutative,
+    /// as in CuPy: each thread folds every `group`-th element of a reduction, and the threads'
+    /// values then combine by shuffles and in shared memory, in an order the launch plan picks
+    /// (`a` need not be the earlier element).
     pub reduce_expr: &'static str,
     /// Statements writing the outputs from `a`, the reduced value (e.g. `y = a`).
     pub post_map_expr: &'static str,

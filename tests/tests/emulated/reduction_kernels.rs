@@ -141,6 +141,54 @@ static ARGMAX: ReductionKernel = ReductionKernel::from_def(ReductionDef {
        return (b.value > a.value || (b.value == a.value && b.index < a.index)) ? b : a;\n\
      }",
 );
+/// A tally of each reduction's elements in an 8-byte struct: how many, and the wrapping sum
+/// of a hash of each element and its index. A part lost or counted twice changes it; so does
+/// an empty accumulator taken for a value where there is no identity, as a default-constructed
+/// tally counts a million.
+const TALLY_PREAMBLE: &str = "struct Tally {\n\
+       unsigned int n; unsigned int h;\n\
+       __device__ Tally() : n(1000000u), h(7u) {}\n\
+       __device__ Tally(unsigned int n_, unsigned int h_) : n(n_), h(h_) {}\n\
+     };";
+const TALLY_DEF: ReductionDef = ReductionDef {
+    name: "rk_tally",
+    in_params: "T x",
+    out_params: "int64 count, int64 hash",
+    map_expr: "Tally{1u, (2u * (unsigned int)(long long)x + 1u) * ((unsigned int)_J * 2654435761u + 1u)}",
+    reduce_expr: "Tally{a.n + b.n, a.h + b.h}",
+    post_map_expr: "count = a.n; hash = a.h",
+    identity: None,
+    ..ReductionDef::DEFAULT
+};
+static TALLY: ReductionKernel = ReductionKernel::from_def(TALLY_DEF)
+    .with_reduce_type("Tally")
+    .with_preamble(TALLY_PREAMBLE);
+/// [`TALLY`] with the empty tally as identity.
+static TALLY_ID: ReductionKernel = ReductionKernel::from_def(ReductionDef {
+    name: "rk_tally_id",
+    identity: Some("Tally{0u, 0u}"),
+    ..TALLY_DEF
+})
+.with_reduce_type("Tally")
+.with_preamble(TALLY_PREAMBLE);
+
+/// [`TALLY`] of `x` (C order, 2-d `shape`) along `axis`.
+fn tally_reference(x: &[f64], shape: &[usize], axis: usize) -> (Vec<f64>, Vec<f64>) {
+    let n_out = shape[1 - axis];
+    let mut tallies = vec![(0u32, 0u32); n_out];
+    for (flat, &v) in x.iter().enumerate() {
+        let idx = unravel(flat, shape);
+        let (o, j) = (idx[1 - axis], idx[axis] as u32);
+        let mix = 2u32
+            .wrapping_mul(v as i64 as u32)
+            .wrapping_add(1)
+            .wrapping_mul(j.wrapping_mul(2654435761).wrapping_add(1));
+        let (n, h) = tallies[o];
+        tallies[o] = (n + 1, h.wrapping_add(mix));
+    }
+    tallies.iter().map(|&(n, h)| (n as f64, h as f64)).unzip()
+}
+
 /// sum(x * w) * scale + offset, with scalar parameters of two types.
 static WEIGHTED: ReductionKernel = ReductionKernel::from_def(ReductionDef {
     name: "rk_weighted",
@@ -406,6 +454,18 @@ fn every_strategy_of_the_plan_gives_the_host_result() {
             f64::max,
         );
         close(&host_f64(&y), &expected, 0.0);
+        // Every element counted once, through a struct of two words (lanes combine by
+        // shuffles, warps through shared memory), with and without identity.
+        let hi = hx.astype(DType::I64).unwrap();
+        let (count, hash) = tally_reference(&host_f64(&hi), shape, axis);
+        let xi = on_gpu(&hi);
+        for kernel in [&TALLY, &TALLY_ID] {
+            let out = kernel
+                .launch(&[&xi], &[], Some(&[axis as isize]), false)
+                .unwrap();
+            close(&host_f64(&out[0]), &count, 0.0);
+            close(&host_f64(&out[1]), &hash, 0.0);
+        }
     }
 }
 
