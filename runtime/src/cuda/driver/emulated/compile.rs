@@ -380,7 +380,7 @@ fn shim_header() -> &'static str {
 /// `flags` (GCC's `.gch`, used by `#include` when its flags match and read instead of the
 /// text): a unit then compiles in about two thirds of the time, most of a small kernel's time
 /// being the shim's parsing. Built once per compiler, flags and shim, in the temporary
-/// directory, shared by processes (each file written under a private name, then renamed).
+/// directory, shared by processes (each file made in a private [`scratch_dir`], then renamed).
 /// `None` where the compiler cannot build one (the unit then includes the shim's text).
 fn precompiled_shim(cxx: &str, identity: &str, flags: &[&str]) -> Option<PathBuf> {
     use std::collections::HashMap;
@@ -412,30 +412,23 @@ fn precompiled_shim(cxx: &str, identity: &str, flags: &[&str]) -> Option<PathBuf
         if header.is_file() && gch.is_file() {
             return Some(dir.clone());
         }
+        // Both files are made in a private scratch directory, then renamed into place.
         std::fs::create_dir_all(&dir).ok()?;
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let private = format!(
-            "{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let tmp_header = dir.join(format!("{SHIM_HEADER}.{private}"));
-        std::fs::write(&tmp_header, shim_header()).ok()?;
-        std::fs::rename(&tmp_header, &header).ok()?;
-        let tmp_gch = dir.join(format!("gch.{private}"));
-        let ok = Command::new(cxx)
-            .args(&pch_flags)
-            .args(["-x", "c++-header"])
-            .arg(&header)
-            .arg("-o")
-            .arg(&tmp_gch)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok || std::fs::rename(&tmp_gch, &gch).is_err() {
-            let _ = std::fs::remove_file(&tmp_gch);
-            return None;
-        }
-        Some(dir.clone())
+        let scratch = scratch_dir().ok()?;
+        let (tmp_header, tmp_gch) = (scratch.join(SHIM_HEADER), scratch.join("shim.gch"));
+        let ok = std::fs::write(&tmp_header, shim_header()).is_ok()
+            && Command::new(cxx)
+                .args(&pch_flags)
+                .args(["-x", "c++-header"])
+                .arg(&tmp_header)
+                .arg("-o")
+                .arg(&tmp_gch)
+                .output()
+                .is_ok_and(|o| o.status.success())
+            && std::fs::rename(&tmp_header, &header).is_ok()
+            && std::fs::rename(&tmp_gch, &gch).is_ok();
+        let _ = std::fs::remove_dir_all(&scratch);
+        ok.then(|| dir.clone())
     })();
     built.insert(key, made.clone());
     made
