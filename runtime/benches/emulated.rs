@@ -3,6 +3,10 @@
 //!
 //! - `muladd`: the fused MulAdd elementwise kernel (`w = x * y + z`) over 1M float32 elements,
 //!   into a new output (allocated, poisoned and freed each time) and into a given one;
+//! - `fill`: a kernel that only writes a given output (`w = 1`), beside the MulAdd into it;
+//! - `reads`: a thread a float32 read of an input, through a pointer to `const` (which checked
+//!   launches do not track: the issue's budget is that such reads cost nothing extra) and
+//!   through a plain pointer (tracked for races), beside the same kernel reading nothing;
 //! - `block_sum`: a shared-memory tree reduction of 256-thread blocks (eight `__syncthreads`,
 //!   so its threads run as fibers);
 //! - `warp_sum`: the same sums with warp shuffles (`__shfl_down_sync`, five meetings a warp).
@@ -31,6 +35,9 @@ static MULADD: ElementwiseKernel = ElementwiseKernel::new(
     "w = x * y + z;",
 );
 
+static FILL: ElementwiseKernel =
+    ElementwiseKernel::new("bench_emu_fill", "", "float32 w", "", "w = 1.0f;");
+
 const SUMS: &str = r#"
 extern "C" __global__ void block_sum(const float* x, float* out) {
     __shared__ float partial[256];
@@ -47,6 +54,23 @@ extern "C" __global__ void warp_sum(const float* x, float* out) {
     float v = x[blockIdx.x * 32 + threadIdx.x];
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
     if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+"#;
+
+// A module of their own: a module whose source mentions a barrier or warp intrinsic runs all its
+// kernels' threads as fibers.
+const READS: &str = r#"
+extern "C" __global__ void read_const(const float* x, float* out) {
+    const unsigned int i = blockIdx.x * 256 + threadIdx.x;
+    if (x[i] > 2.0f) out[0] = x[i];  // never: x lies in [-1, 1)
+}
+extern "C" __global__ void read_plain(float* x, float* out) {
+    const unsigned int i = blockIdx.x * 256 + threadIdx.x;
+    if (x[i] > 2.0f) out[0] = x[i];
+}
+extern "C" __global__ void read_nothing(const float* x, float* out) {
+    const unsigned int i = blockIdx.x * 256 + threadIdx.x;
+    if (i > 0xfffffffu) out[0] = 1.0f;  // never
 }
 "#;
 
@@ -86,6 +110,19 @@ fn bench_emulated(c: &mut Criterion) {
     let sums = RawKernel::new(SUMS, "block_sum").expect("block_sum");
     let warps = RawKernel::new(SUMS, "warp_sum").expect("warp_sum");
     let w = on_device(4);
+    let reader = |name: &str| {
+        let k = RawKernel::new(READS, name).expect(name);
+        let (x, out) = (&x, &out);
+        move || {
+            k.launch((N / 256) as u32, 256u32, &[x.into(), out.into()])
+                .expect("read");
+        }
+    };
+    let (read_const, read_plain, read_nothing) = (
+        reader("read_const"),
+        reader("read_plain"),
+        reader("read_nothing"),
+    );
     let muladd = || {
         MULADD.launch(&[&x, &y, &z], &[]).expect("muladd");
     };
@@ -98,6 +135,9 @@ fn bench_emulated(c: &mut Criterion) {
             .out(&w)
             .run()
             .expect("muladd into w");
+    };
+    let fill = || {
+        FILL.call().out(&w).run().expect("fill w");
     };
     let block_sum = || {
         sums.launch((N / 256) as u32, 256u32, &[(&x).into(), (&out).into()])
@@ -119,13 +159,17 @@ fn bench_emulated(c: &mut Criterion) {
     for (name, f) in [
         ("muladd", &muladd as &dyn Fn()),
         ("muladd into a given output", &muladd_into),
+        ("fill a given output", &fill),
+        ("read a const input", &read_const),
+        ("read a plain pointer's input", &read_plain),
+        ("read nothing", &read_nothing),
         ("block_sum", &block_sum),
         ("warp_sum", &warp_sum),
     ] {
         let plain = ns_per_element(7, f);
         let checked = {
             let _checks = sanitizer::scoped(Checks::ALL);
-            ns_per_element(3, f)
+            ns_per_element(7, f)
         };
         println!(
             "summary emulated {name} 1M f32: {plain:.2} ns/element without checks, \

@@ -522,3 +522,81 @@ fn a_shuffle_with_a_wrong_mask_is_an_error_naming_the_lanes() {
         assert_eq!(got, want, "x[{t}]");
     }
 }
+
+/// Writes only the even elements of its new output.
+static EVENS: kusari::ElementwiseKernel =
+    kusari::ElementwiseKernel::new("evens", "T x", "T y", "", "if (i % 2 == 0) y = x;");
+
+#[test]
+fn const_inputs_are_read_without_a_race_shadow_and_still_checked() {
+    if !emulated("const_inputs_are_read_without_a_race_shadow_and_still_checked") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let src = r#"
+extern "C" __global__ void shift(const float* x, float* y) {
+    const int i = threadIdx.x;
+    y[i] = x[i + 1];
+}
+extern "C" __global__ void scale(const float* x, float* y) {
+    y[threadIdx.x] = 2.0f * x[threadIdx.x];
+}
+extern "C" __global__ void sneaky(const float* x, float* y) {
+    y[threadIdx.x] = x[threadIdx.x];
+    ((float*)x)[threadIdx.x] = 0.0f;
+}
+"#;
+    let values: Vec<f32> = (0..33).map(|i| (i * 3 % 7) as f32).collect();
+    let a = on_gpu(&f32s(&values));
+    let b = on_gpu(&Array::zeros(&[33], DType::F32).unwrap());
+    // A const input that aliases the output is tracked like any written memory: in place,
+    // thread 0 reads a[1] and thread 1 writes it, unordered.
+    let shift = RawKernel::new(src, "shift").unwrap();
+    let e = failure(shift.launch(1u32, 32u32, &[(&a).into(), (&a).into()]));
+    assert!(
+        e.contains("kernel shift: data race on parameter 0, element 1 (4-byte elements)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it at shift:4")
+            && e.contains("thread (0, 0, 0) of block (0, 0, 0) read it at shift:4"),
+        "{e}"
+    );
+    // Out of place it is right.
+    shift
+        .launch(1u32, 32u32, &[(&a).into(), (&b).into()])
+        .unwrap();
+    let got = b.to_vec::<f32>().unwrap();
+    assert_eq!(&got[..32], &values[1..]);
+    // A write through a cast-away const is an error naming the memory and the line.
+    let sneaky = RawKernel::new(src, "sneaky").unwrap();
+    let e = failure(sneaky.launch(1u32, 32u32, &[(&a).into(), (&b).into()]));
+    assert!(
+        e.contains("kernel sneaky: thread (0, 0, 0) of block (0, 0, 0) wrote parameter 0, element 0 (4-byte elements) at sneaky:11"),
+        "{e}"
+    );
+    assert!(e.contains("is a pointer to const"), "{e}");
+    // A const input is still checked for reads of bytes nothing wrote: `half` has only its
+    // even elements written (its odd ones are poison).
+    let half = EVENS.call().arg(&a).run().unwrap().remove(0);
+    let scale = RawKernel::new(src, "scale").unwrap();
+    let e = failure(scale.launch(1u32, 32u32, &[(&half).into(), (&b).into()]));
+    assert!(
+        e.contains("kernel scale: read of uninitialized memory"),
+        "{e}"
+    );
+    assert!(
+        e.contains("read parameter 0, element 1 (4-byte elements) at scale:7"),
+        "{e}"
+    );
+    // Fully written, it passes with the right values (a fresh copy: the failed in-place
+    // launch above wrote some of `a` before it was stopped, as a GPU's would).
+    let a = on_gpu(&f32s(&values));
+    scale
+        .launch(1u32, 32u32, &[(&a).into(), (&b).into()])
+        .unwrap();
+    let got = b.to_vec::<f32>().unwrap();
+    for i in 0..32 {
+        assert_eq!(got[i], 2.0 * values[i], "b[{i}]");
+    }
+}

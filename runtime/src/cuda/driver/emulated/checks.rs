@@ -463,6 +463,16 @@ pub(crate) fn describe(
                 at_line(image, r.now.pc)
             )
         }
+        5 => format!(
+            "kernel {kernel}: {who} {} {}{}, but every parameter that points into that \
+             allocation is a pointer to const: the kernel may not write it (a cast-away const, \
+             or a pointer that strays into another parameter's allocation; the race check \
+             tracks no reads of const parameters); declare the parameter without const to \
+             write it",
+            verb(r.now.kind),
+            memory_of(r, image),
+            at_line(image, r.now.pc)
+        ),
         _ => format!(
             "kernel {kernel}: {} in {who}, at address {:#x}: {}",
             signal_name(r.signal),

@@ -210,7 +210,8 @@ pub(crate) struct Extent {
     pub(crate) lo: u64,
     pub(crate) start: u64,
     pub(crate) end: u64,
-    /// Its written bits, or null when not tracked. They live as long as the allocation.
+    /// Its written bits, or null when not tracked or every byte is written (then no read of it
+    /// needs checking). They live as long as the allocation.
     pub(crate) written: *mut u64,
 }
 
@@ -222,11 +223,23 @@ pub(crate) fn extent(ptr: DevicePtr) -> Option<Extent> {
         lo: (a.base + page_size()) as u64,
         start,
         end: start + a.bytes as u64,
-        written: a
-            .written
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |w| w.as_ptr() as *mut u64),
+        written: match &a.written {
+            Some(w) if !all_set(w, a.bytes) => w.as_ptr() as *mut u64,
+            _ => std::ptr::null_mut(),
+        },
     })
+}
+
+/// Whether the first `bytes` bits of `bits` are all set.
+fn all_set(bits: &[AtomicU64], bytes: usize) -> bool {
+    let full = bytes / 64;
+    bits[..full]
+        .iter()
+        .all(|w| w.load(Ordering::Relaxed) == u64::MAX)
+        && (bytes.is_multiple_of(64) || {
+            let mask = (1u64 << (bytes % 64)) - 1;
+            bits[full].load(Ordering::Relaxed) & mask == mask
+        })
 }
 
 /// Whether an allocation has ever tracked its written bytes: until one has, marking them (at

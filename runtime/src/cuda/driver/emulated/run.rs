@@ -50,7 +50,8 @@ struct RangeDesc {
     end: u64,
     written: *mut u64,
     param: c_int,
-    pad: c_int,
+    /// Every parameter that points into it is a pointer to const.
+    readonly: c_int,
 }
 
 // SAFETY: `written` points at an allocation's written bits, which the shim updates with atomic
@@ -288,7 +289,8 @@ impl Library {
             name: name.to_string(),
             launch,
             sizes: sizes.into_iter().map(|s| s as usize).collect(),
-            pointers: pointers.into_iter().map(|p| p != 0).collect(),
+            pointers: pointers.iter().map(|&p| p != 0).collect(),
+            const_pointers: pointers.iter().map(|&p| p == 2).collect(),
             library: self.clone(),
             checked: OnceLock::new(),
         })
@@ -303,6 +305,8 @@ pub(crate) struct Kernel {
     sizes: Vec<usize>,
     /// Whether each parameter is a pointer.
     pointers: Vec<bool>,
+    /// Whether each parameter is a pointer to const (`const T*`).
+    const_pointers: Vec<bool>,
     library: Arc<Library>,
     /// The same kernel in the library's checked build.
     checked: OnceLock<Result<Box<Kernel>, String>>,
@@ -438,19 +442,21 @@ impl Kernel {
             .one_at_a_time
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        // The allocations the pointer parameters address, each once, in address order.
+        // The allocations the pointer parameters address, each once, in address order; one
+        // that only pointers to const address is read-only for the launch.
         let mut ranges: Vec<RangeDesc> = Vec::new();
         for &(i, p) in &pointers {
-            if let Some(e) = memory::extent(p)
-                && !ranges.iter().any(|r| r.start == e.start)
-            {
+            let readonly = c_int::from(self.const_pointers[i]);
+            if let Some(r) = ranges.iter_mut().find(|r| r.start <= p && p <= r.end) {
+                r.readonly &= readonly;
+            } else if let Some(e) = memory::extent(p) {
                 ranges.push(RangeDesc {
                     lo: e.lo,
                     start: e.start,
                     end: e.end,
                     written: e.written,
                     param: i as c_int,
-                    pad: 0,
+                    readonly,
                 });
             }
         }

@@ -74,7 +74,7 @@ struct Range {
   unsigned long long end;    // one past its last byte (the guard page starts there)
   unsigned long long* init;  // a bit a byte of [start, end): written; null when not tracked
   int param;                 // the first parameter that points into it
-  int pad;
+  int readonly;              // every parameter that points into it is a pointer to const
 };
 
 // One side of a finding (`AccessDesc` in run.rs).
@@ -88,7 +88,8 @@ struct Access {
 
 // A finding (`ReportDesc` in run.rs).
 struct Report {
-  int what;                  // 1 race, 2 uninitialized read, 3 out of bounds, 4 signal
+  int what;                  // 1 race, 2 uninitialized read, 3 out of bounds, 4 signal,
+                             // 5 a write to memory only pointers to const address
   int space;                 // 0 a parameter's allocation, 1 __shared__, 2 extern __shared__, 3 other
   int param;
   int size;                  // bytes accessed
@@ -306,6 +307,11 @@ struct Checker {
   size_t tls_words;
   unsigned int* touched;               // shared cells written this block (to clear)
   size_t touched_len, touched_cap;
+  // The read-only ranges whose reads need no check at all (every byte written before the
+  // launch, or initialization unchecked): a read within one returns at once. Plain globals,
+  // not thread-local: a library's checked launches run one at a time, on the launching thread.
+  unsigned long long fast_start[8], fast_len[8];
+  unsigned int nfast;
 };
 static Checker checker;
 
@@ -360,15 +366,39 @@ KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
     for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
       const Range& r = l->ranges[i];
       const size_t n = range_len(r);
-      c.range_cells[i] =
-          n <= kShadowLimit ? (Cell*)map_zeroed(granules(r.start, n, 2) * kCell) : nullptr;
+      // A read-only range needs no race shadow: reads do not race with reads.
+      c.range_cells[i] = n <= kShadowLimit && !r.readonly
+                             ? (Cell*)map_zeroed(granules(r.start, n, 2) * kCell)
+                             : nullptr;
     }
   }
   c.touched_len = 0;
+  c.nfast = 0;
+  for (unsigned int i = 0; i < l->nranges && c.nfast < 8; ++i) {
+    const Range& r = l->ranges[i];
+    if (r.readonly && (!r.init || !(l->checks & kCheckInit))) {
+      c.fast_start[c.nfast] = r.start;
+      c.fast_len[c.nfast++] = range_len(r);
+    }
+  }
+}
+
+// Whether a read of `size` bytes at `p` lies within one of the launch's fast read-only ranges
+// (then there is nothing to check).
+KUSARI_EMU_SHIM __attribute__((always_inline)) static inline bool unchecked_read(
+    const void* p, unsigned int size) {
+  const Checker& c = checker;
+  const unsigned long long a = (unsigned long long)p;
+  for (unsigned int i = 0; i < c.nfast; ++i) {
+    const unsigned long long off = a - c.fast_start[i];
+    if (a >= c.fast_start[i] && off < c.fast_len[i] && size <= c.fast_len[i] - off) return true;
+  }
+  return false;
 }
 
 KUSARI_EMU_SHIM static void end_checks(Launch* l) {
   Checker& c = checker;
+  c.nfast = 0;
   const size_t tls_len = (size_t)(c.tls_hi - c.tls_lo);
   unmap(c.shared_init, (c.tls_words + kMaxDynamicShared / 64) * 8);
   c.shared_init = nullptr;
@@ -379,7 +409,7 @@ KUSARI_EMU_SHIM static void end_checks(Launch* l) {
     for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
       const Range& r = l->ranges[i];
       const size_t n = range_len(r);
-      if (n <= kShadowLimit) unmap(c.range_cells[i], granules(r.start, n, 2) * kCell);
+      if (c.range_cells[i]) unmap(c.range_cells[i], granules(r.start, n, 2) * kCell);
       c.range_cells[i] = nullptr;
     }
   }
@@ -583,6 +613,16 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
       return;
     }
     if (a + size > r.end) size = (unsigned int)(r.end - a);
+    if (r.readonly) {
+      // Memory the kernel reaches only through pointers to const: a read has nothing to race
+      // with and, when every byte was written before the launch (`init` null), nothing to
+      // check; a write is the kernel's mistake (the race check does not track these reads).
+      if (kind != 0 && (l->checks & kCheckRaces)) {
+        finding(5, space, param, offset, a, (int)size, kind, pc);
+        return;
+      }
+      if (kind == 0 && !r.init) return;
+    }
     cells = i < 64 ? c.range_cells[i] : nullptr;
     init = r.init;
     base = r.start;
@@ -976,6 +1016,14 @@ KUSARI_EMU_SHIM static void call(K k, void** params, std::index_sequence<I...>) 
   k(*static_cast<typename std::remove_cv<A>::type*>(params[I])...);
 }
 
+template <typename A>
+constexpr int pointer_kind() {
+  if constexpr (std::is_pointer<A>::value)
+    return std::is_const<typename std::remove_pointer<A>::type>::value ? 2 : 1;
+  else
+    return 0;
+}
+
 template <typename... A>
 struct Entry {
   // Kernel `K` called directly (so that it can be inlined), with the launch's parameters.
@@ -1024,7 +1072,8 @@ struct Entry {
   static unsigned int count() { return sizeof...(A); }
   static void describe(unsigned long long* sizes, int* pointers) {
     const unsigned long long s[] = {0ull, (unsigned long long)sizeof(A)...};
-    const int p[] = {0, (int)std::is_pointer<A>::value...};
+    // 1: a pointer, 2: a pointer to const (the kernel does not write through it).
+    const int p[] = {0, pointer_kind<A>()...};
     for (size_t i = 0; i < sizeof...(A); ++i) { sizes[i] = s[i + 1]; pointers[i] = p[i + 1]; }
   }
 };
@@ -1042,13 +1091,15 @@ KUSARI_EMU_SHIM static inline dim3 grid_dim() { return self()->grid_dim; }
 // The instrumentation's entry points (no sanitizer runtime is linked).
 #define KUSARI_TSAN_ACCESS(N)                                                                   \
   extern "C" KUSARI_EMU_SHIM void __tsan_read##N(void* p) {                                     \
-    kusari_emu::on_access(p, N, 0, __builtin_return_address(0));                                \
+    if (!kusari_emu::unchecked_read(p, N))                                                      \
+      kusari_emu::on_access(p, N, 0, __builtin_return_address(0));                              \
   }                                                                                             \
   extern "C" KUSARI_EMU_SHIM void __tsan_write##N(void* p) {                                    \
     kusari_emu::on_access(p, N, 1, __builtin_return_address(0));                                \
   }                                                                                             \
   extern "C" KUSARI_EMU_SHIM void __tsan_unaligned_read##N(void* p) {                           \
-    kusari_emu::on_access(p, N, 0, __builtin_return_address(0));                                \
+    if (!kusari_emu::unchecked_read(p, N))                                                      \
+      kusari_emu::on_access(p, N, 0, __builtin_return_address(0));                              \
   }                                                                                             \
   extern "C" KUSARI_EMU_SHIM void __tsan_unaligned_write##N(void* p) {                          \
     kusari_emu::on_access(p, N, 1, __builtin_return_address(0));                                \
