@@ -289,12 +289,27 @@ impl Library {
             name: name.to_string(),
             launch,
             sizes: sizes.into_iter().map(|s| s as usize).collect(),
-            pointers: pointers.iter().map(|&p| p != 0).collect(),
-            const_pointers: pointers.iter().map(|&p| p == 2).collect(),
+            kinds: pointers
+                .into_iter()
+                .map(|p| match p {
+                    0 => ParamKind::Value,
+                    1 => ParamKind::Pointer,
+                    _ => ParamKind::ConstPointer,
+                })
+                .collect(),
             library: self.clone(),
             checked: OnceLock::new(),
         })
     }
+}
+
+/// What a kernel declares a parameter to be (`pointer_kind` in `shim.hpp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ParamKind {
+    Value,
+    Pointer,
+    /// A pointer to const (`const T*`): the kernel does not write through it.
+    ConstPointer,
 }
 
 /// A kernel of a loaded library.
@@ -303,10 +318,8 @@ pub(crate) struct Kernel {
     launch: LaunchFn,
     /// Each parameter's size as the kernel declares it.
     sizes: Vec<usize>,
-    /// Whether each parameter is a pointer.
-    pointers: Vec<bool>,
-    /// Whether each parameter is a pointer to const (`const T*`).
-    const_pointers: Vec<bool>,
+    /// What each parameter is.
+    kinds: Vec<ParamKind>,
     library: Arc<Library>,
     /// The same kernel in the library's checked build.
     checked: OnceLock<Result<Box<Kernel>, String>>,
@@ -370,8 +383,8 @@ impl Kernel {
                 params.len()
             ));
         }
-        for (i, ((&declared, &packed), &is_ptr)) in
-            self.sizes.iter().zip(sizes).zip(&self.pointers).enumerate()
+        for (i, ((&declared, &packed), &kind)) in
+            self.sizes.iter().zip(sizes).zip(&self.kinds).enumerate()
         {
             if declared != packed {
                 return Err(format!(
@@ -379,7 +392,7 @@ impl Kernel {
                      launch packed {packed} bytes (a parameter of the wrong width)"
                 ));
             }
-            if is_ptr {
+            if kind != ParamKind::Value {
                 // SAFETY: a pointer parameter was packed in 8 bytes (checked above).
                 let p = unsafe { params[i].cast::<u64>().read_unaligned() };
                 if p != 0 {
@@ -420,10 +433,10 @@ impl Kernel {
         let checks = checks::current()?;
         checks::install_fault_handler();
         let pointers: Vec<(usize, u64)> = self
-            .pointers
+            .kinds
             .iter()
             .enumerate()
-            .filter(|&(_, &is_ptr)| is_ptr)
+            .filter(|&(_, &kind)| kind != ParamKind::Value)
             // SAFETY: a pointer parameter was packed in 8 bytes (checked above).
             .map(|(i, _)| (i, unsafe { params[i].cast::<u64>().read_unaligned() }))
             .filter(|&(_, p)| p != 0)
@@ -446,7 +459,7 @@ impl Kernel {
         // that only pointers to const address is read-only for the launch.
         let mut ranges: Vec<RangeDesc> = Vec::new();
         for &(i, p) in &pointers {
-            let readonly = c_int::from(self.const_pointers[i]);
+            let readonly = c_int::from(self.kinds[i] == ParamKind::ConstPointer);
             if let Some(r) = ranges.iter_mut().find(|r| r.start <= p && p <= r.end) {
                 r.readonly &= readonly;
             } else if let Some(e) = memory::extent(p) {

@@ -344,6 +344,13 @@ static const size_t kCell = sizeof(Cell);
 
 KUSARI_EMU_SHIM static size_t range_len(const Range& r) { return (size_t)(r.end - r.start); }
 
+// Whether reads of range `r` need no check at all: the kernel reaches it only through pointers
+// to const (no race: nothing writes it), and every byte was written before the launch (`init`
+// null) or initialization goes unchecked.
+KUSARI_EMU_SHIM static inline bool reads_unchecked(const Range& r, unsigned int checks) {
+  return r.readonly && (!r.init || !(checks & kCheckInit));
+}
+
 // Before a checked launch: where shared memory is, and fresh shadows.
 KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
   Checker& c = checker;
@@ -376,7 +383,7 @@ KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
   c.nfast = 0;
   for (unsigned int i = 0; i < l->nranges && c.nfast < 8; ++i) {
     const Range& r = l->ranges[i];
-    if (r.readonly && (!r.init || !(l->checks & kCheckInit))) {
+    if (reads_unchecked(r, l->checks)) {
       c.fast_start[c.nfast] = r.start;
       c.fast_len[c.nfast++] = range_len(r);
     }
@@ -613,16 +620,14 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
       return;
     }
     if (a + size > r.end) size = (unsigned int)(r.end - a);
-    if (r.readonly) {
-      // Memory the kernel reaches only through pointers to const: a read has nothing to race
-      // with and, when every byte was written before the launch (`init` null), nothing to
-      // check; a write is the kernel's mistake (the race check does not track these reads).
-      if (kind != 0 && (l->checks & kCheckRaces)) {
-        finding(5, space, param, offset, a, (int)size, kind, pc);
-        return;
-      }
-      if (kind == 0 && !r.init) return;
+    // Memory the kernel reaches only through pointers to const (the ranges past the fast
+    // path's eight, and range reads): a write is the kernel's mistake, since the race check
+    // does not track these reads.
+    if (r.readonly && kind != 0 && (l->checks & kCheckRaces)) {
+      finding(5, space, param, offset, a, (int)size, kind, pc);
+      return;
     }
+    if (kind == 0 && reads_unchecked(r, l->checks)) return;
     cells = i < 64 ? c.range_cells[i] : nullptr;
     init = r.init;
     base = r.start;
