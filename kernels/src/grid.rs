@@ -18,12 +18,24 @@ const BLOCKS_PER_SM: u32 = 8;
 /// assert_eq!(launch_config(1 << 30, 132), Some((132 * 8, BLOCK))); // capped; the loop strides
 /// ```
 pub fn launch_config(n: usize, sm_count: u32) -> Option<(u32, u32)> {
+    launch_config_capped(n, sm_count.max(1).saturating_mul(BLOCKS_PER_SM))
+}
+
+/// Grid and block size for `n` elements in at most `max_blocks` blocks (at least one), or `None`
+/// for `n == 0`: a grid that covers `n`, one thread an element, up to the cap; beyond it the
+/// kernel's grid-stride loop goes round more than once.
+///
+/// ```
+/// use kusari_kernels::grid::{launch_config_capped, BLOCK};
+/// assert_eq!(launch_config_capped(1 << 20, 1 << 16), Some((4096, BLOCK))); // covers
+/// assert_eq!(launch_config_capped(1 << 30, 1 << 16), Some((1 << 16, BLOCK))); // strides
+/// ```
+pub fn launch_config_capped(n: usize, max_blocks: u32) -> Option<(u32, u32)> {
     if n == 0 {
         return None;
     }
     let needed = n.div_ceil(BLOCK as usize);
-    let cap = (sm_count.max(1) * BLOCKS_PER_SM) as usize;
-    Some((needed.min(cap) as u32, BLOCK))
+    Some((needed.min(max_blocks.max(1) as usize) as u32, BLOCK))
 }
 
 #[cfg(test)]
@@ -39,5 +51,8 @@ mod tests {
             launch_config(usize::MAX / 2, 0),
             Some((BLOCKS_PER_SM, BLOCK))
         );
+        assert_eq!(launch_config_capped(513, 0), Some((1, BLOCK)));
+        assert_eq!(launch_config_capped(513, 2), Some((2, BLOCK)));
+        assert_eq!(launch_config_capped(513, 5), Some((3, BLOCK)));
     }
 }

@@ -6,7 +6,9 @@
 //! - `fill`: a kernel that only writes a given output (`w = 1`), beside the MulAdd into it;
 //! - `reads`: a thread a float32 read of an input, through a pointer to `const` (which checked
 //!   launches do not track: the issue's budget is that such reads cost nothing extra) and
-//!   through a plain pointer (tracked for races), beside the same kernel reading nothing;
+//!   through a plain pointer (tracked for races), beside the same kernel reading nothing, alone
+//!   in its module and in a module with barrier and warp kernels (whose threads start on a
+//!   runner that goes on without switching until one waits);
 //! - `block_sum`: a shared-memory tree reduction of 256-thread blocks (eight `__syncthreads`,
 //!   so its threads run as fibers);
 //! - `warp_sum`: the same sums with warp shuffles (`__shfl_down_sync`, five meetings a warp).
@@ -57,8 +59,8 @@ extern "C" __global__ void warp_sum(const float* x, float* out) {
 }
 "#;
 
-// A module of their own: a module whose source mentions a barrier or warp intrinsic runs all its
-// kernels' threads as fibers.
+// A module of their own; `reads beside barriers` measures the same kernels in a module with the
+// barrier and warp kernels above.
 const READS: &str = r#"
 extern "C" __global__ void read_const(const float* x, float* out) {
     const unsigned int i = blockIdx.x * 256 + threadIdx.x;
@@ -110,18 +112,20 @@ fn bench_emulated(c: &mut Criterion) {
     let sums = RawKernel::new(SUMS, "block_sum").expect("block_sum");
     let warps = RawKernel::new(SUMS, "warp_sum").expect("warp_sum");
     let w = on_device(4);
-    let reader = |name: &str| {
-        let k = RawKernel::new(READS, name).expect(name);
+    let beside = format!("{READS}{SUMS}");
+    let reader = |source: &str, name: &str| {
+        let k = RawKernel::new(source, name).expect(name);
         let (x, out) = (&x, &out);
         move || {
             k.launch((N / 256) as u32, 256u32, &[x.into(), out.into()])
                 .expect("read");
         }
     };
-    let (read_const, read_plain, read_nothing) = (
-        reader("read_const"),
-        reader("read_plain"),
-        reader("read_nothing"),
+    let (read_const, read_plain, read_nothing, read_nothing_beside) = (
+        reader(READS, "read_const"),
+        reader(READS, "read_plain"),
+        reader(READS, "read_nothing"),
+        reader(&beside, "read_nothing"),
     );
     let muladd = || {
         MULADD.launch(&[&x, &y, &z], &[]).expect("muladd");
@@ -163,6 +167,10 @@ fn bench_emulated(c: &mut Criterion) {
         ("read a const input", &read_const),
         ("read a plain pointer's input", &read_plain),
         ("read nothing", &read_nothing),
+        (
+            "read nothing, in a module with barriers",
+            &read_nothing_beside,
+        ),
         ("block_sum", &block_sum),
         ("warp_sum", &warp_sum),
     ] {

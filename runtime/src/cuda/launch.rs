@@ -15,7 +15,6 @@ use kusari_kernels::codegen::{
     Aliasing, IndexWidth, Indexing, KernelSource, generate_code_aliasing,
 };
 use kusari_kernels::compile::{Target, global_cache};
-use kusari_kernels::grid::launch_config;
 use kusari_kernels::upload::UploadCache;
 use kusari_kernels::{ElementwiseDef, ElementwiseSignature, KernelStats, ScalarType};
 
@@ -596,7 +595,7 @@ pub(crate) fn launch_on(
         Some(given) => given.iter().map(|(s, l)| s.ptr_at(l.offset())).collect(),
         None => fresh.iter().flatten().map(|s| s.ptr_at(0)).collect(),
     };
-    let Some((grid, block)) = launch_config(n, dev.sm_count()) else {
+    let Some((grid, block)) = dev.elementwise_grid(n) else {
         return Ok((fresh, planned.shape));
     };
 

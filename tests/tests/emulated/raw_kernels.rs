@@ -1,7 +1,8 @@
 //! Raw kernels (CuPy's `RawKernel` and `RawModule`) on the emulated CUDA device, against host
 //! results: a saxpy with a scalar, a tiled transpose on a 2-D grid with static shared memory
 //! and `__syncthreads`, a 3-D grid, dynamic shared memory, atomicAdd histograms and sums, a
-//! module of two kernels and a `__device__` helper, both caches on second use; sources read as
+//! module of two kernels and a `__device__` helper, a module where some blocks wait at barriers
+//! and each waiting thread keeps its locals, both caches on second use; sources read as
 //! the compiler reads them (CuPy's continued parameter lists, types chosen by `#if` on an
 //! option, macros in declarations, and a declaration that depends on `__CUDA_ARCH__`, which is
 //! not trusted); and every argument and launch mistake as an error naming the kernel and the
@@ -110,6 +111,40 @@ extern "C" __global__ void scale_all(float* y, float by, int n) {
 }
 "#;
 
+/// A module where one kernel waits at barriers in some blocks only, beside one that never does:
+/// the emulated device starts a block's threads one after another on a shared stack until one
+/// waits, so each waiting thread must keep its own stack (its locals) until it finishes.
+const SOME_WAIT: &str = r#"
+extern "C" __global__ void add_one(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + 1.0f;
+}
+
+// Odd blocks reverse their stretch of x through shared memory (every thread of such a block
+// waits three times); even blocks copy it without waiting. Every thread keeps a local array
+// across the barriers and sums it at the end.
+extern "C" __global__ void reverse_odd_blocks(const float* x, float* y, float* sums, int n) {
+    __shared__ float tile[128];
+    const int t = threadIdx.x, base = blockIdx.x * blockDim.x;
+    volatile float mine[40];
+    for (int k = 0; k < 40; ++k) mine[k] = (float)(t * 40 + k);
+    if (blockIdx.x % 2 == 1) {
+        tile[t] = base + t < n ? x[base + t] : 0.0f;
+        __syncthreads();
+        const float v = tile[blockDim.x - 1 - t];
+        __syncthreads();
+        tile[t] = v;
+        __syncthreads();
+        if (base + t < n) y[base + t] = tile[t];
+    } else if (base + t < n) {
+        y[base + t] = x[base + t];
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < 40; ++k) sum += mine[k];
+    if (base + t < n) sums[base + t] = sum;
+}
+"#;
+
 /// A kernel declared through a macro: read as the compiler reads it, after expansion.
 const BY_MACRO: &str = r#"
 #define FILL_KERNEL(name, T) \
@@ -197,7 +232,7 @@ const README_MODULE: &str = "__device__ T twice(T v) { return v + v; }\n\
 
 /// Every kernel source of this file with its options, and the README's: each compiles with
 /// NVRTC too.
-pub(super) const ALL: [(&str, &[&str]); 14] = [
+pub(super) const ALL: [(&str, &[&str]); 15] = [
     (CUPY_SUMS, &[]),
     (BY_PRECISION, &["-DPRECISION=2"]),
     (BY_PRECISION, &[]),
@@ -211,6 +246,7 @@ pub(super) const ALL: [(&str, &[&str]); 14] = [
     (BLOCK_REVERSE, &[]),
     (HISTOGRAM, &[]),
     (MODULE, &[]),
+    (SOME_WAIT, &[]),
     (BY_MACRO, &[]),
 ];
 
@@ -446,6 +482,58 @@ fn a_module_with_two_kernels_and_a_device_helper() {
         assert!(
             (g - e).abs() <= 1e-5 * e.abs().max(1.0),
             "{got:?} vs {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn threads_that_wait_keep_their_own_stacks_beside_threads_that_never_wait() {
+    if !emulated("threads_that_wait_keep_their_own_stacks_beside_threads_that_never_wait") {
+        return;
+    }
+    let module = RawModule::new(SOME_WAIT).unwrap();
+    let (plain, reverse) = (
+        module.get_function("add_one").unwrap(),
+        module.get_function("reverse_odd_blocks").unwrap(),
+    );
+    // Six blocks of 128, the last partial.
+    let n = 5 * 128 + 37;
+    let host: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 3.0).collect();
+    let x = on_gpu(&f32s(&host));
+    let y = on_gpu(&Array::zeros(&[n], DType::F32).unwrap());
+    let sums = on_gpu(&Array::zeros(&[n], DType::F32).unwrap());
+    let grid = (n as u32).div_ceil(128);
+    plain
+        .launch(grid, 128, &[(&x).into(), (&y).into(), (n as i32).into()])
+        .unwrap();
+    let got = y.to_vec::<f32>().unwrap();
+    for (i, h) in host.iter().enumerate() {
+        assert_eq!(f64::from(got[i]), h + 1.0, "add_one: y[{i}]");
+    }
+    reverse
+        .launch(
+            grid,
+            128,
+            &[(&x).into(), (&y).into(), (&sums).into(), (n as i32).into()],
+        )
+        .unwrap();
+    let (got, got_sums) = (y.to_vec::<f32>().unwrap(), sums.to_vec::<f32>().unwrap());
+    for i in 0..n {
+        let (block, t) = (i / 128, i % 128);
+        let expected = if block % 2 == 1 {
+            // The element at the mirrored place in the block, or 0 past the end.
+            let j = block * 128 + 127 - t;
+            if j < n { host[j] } else { 0.0 }
+        } else {
+            host[i]
+        };
+        assert_eq!(f64::from(got[i]), expected, "reverse_odd_blocks: y[{i}]");
+        // sum over k < 40 of (t * 40 + k): what the thread's own locals held.
+        let own = (t * 40 * 40 + 40 * 39 / 2) as f64;
+        assert_eq!(
+            f64::from(got_sums[i]),
+            own,
+            "the locals of thread {t} of block {block}"
         );
     }
 }
@@ -915,7 +1003,7 @@ fn every_raw_kernel_here_compiles_with_nvrtc() {
             }
         }
     }
-    assert_eq!(compiled, 2 * 16);
+    assert_eq!(compiled, 2 * 18);
 }
 
 /// Whether the parameter `declared` in a source is what a compiled module records as

@@ -3,10 +3,12 @@
 //!
 //! - The grid's blocks are shared out among the host's cores; each block runs on one host thread
 //!   from start to end, so `__shared__` memory is per block.
-//! - A kernel that uses `__syncthreads` runs each block's threads as fibers (user-level threads
-//!   with their own stacks, switched by the shim): the barrier is real — every thread of the
-//!   block reaches it before any goes on — and a barrier that some threads of a block skip is an
-//!   error, as it is undefined in CUDA. Other kernels run their threads one after another.
+//! - A block's threads run one after another, in one loop with the kernel inlined. In a module
+//!   that uses `__syncthreads` or warp intrinsics that loop runs on a runner (a stack of its own,
+//!   switched by the shim); a thread that waits keeps the runner as its fiber, the next starts
+//!   on another, so the barrier is real — every thread of the block reaches it before any goes
+//!   on — and a barrier that some threads of a block skip is an error, as it is undefined in
+//!   CUDA, while threads that never wait cost no switch.
 //! - Before running, the launch is checked as the GPU would (block and grid limits), and beyond:
 //!   the number of parameters, the width each was packed in against the width the kernel reads,
 //!   and that every pointer parameter addresses memory of the launching device.

@@ -16,6 +16,7 @@
 #include <ucontext.h>
 #include <sys/mman.h>
 #include <new>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -100,12 +101,13 @@ struct Report {
   Access now, before;        // `before`: the other access of a race
 };
 
+// A thread of a block whose kernel may wait (at a barrier or a warp intrinsic). It has no stack
+// of its own: it starts on a runner's (below), which it keeps from its first wait to its end.
 struct Fiber {
-  jmp_buf ctx;
-  ucontext_t boot;
+  jmp_buf ctx;  // where it waits
   uint3 tid;
   int state;  // 0: not started, 1: at a barrier, 2: finished the block, 3: resumes,
-              // 4: at a warp intrinsic
+              // 4: at a warp intrinsic, 5: running
   // The warp intrinsic it waits at (state 4), and what it gets back.
   int op;
   unsigned int mask;
@@ -115,22 +117,43 @@ struct Fiber {
   unsigned int pred;
 };
 
+// A stack on which a block's threads start, one after another, in one loop with the kernel
+// inlined, for as long as none of them waits: a kernel that never reaches a barrier or warp
+// intrinsic runs as fast as in a module without any (the module's source decides only whether
+// its launches may wait, not which kernels do). A thread that waits keeps the runner's stack
+// until it finishes; the next thread starts on another runner. Runner `k` runs on the launch's
+// stack `k`; there are never more runners than threads, as each busy one holds a waiting thread.
+struct Runner {
+  jmp_buf ctx;  // where it parks, its loop done
+  ucontext_t boot;
+  unsigned int index;
+  int fresh;    // booted for this launch, not yet entered
+};
+
 enum { kMaxThreads = 1024, kPage = 4096 };
 
 struct Worker {
   jmp_buf sched;
   Fiber* fibers[kMaxThreads];
   Fiber* current;
-  void (*body)(void*);
+  Runner* runners[kMaxThreads];
+  unsigned int idle[kMaxThreads];  // the parked runners (a stack of their indices)
+  unsigned int nidle;
+  Runner* runner;                  // the runner being entered, and the thread it starts at
+  unsigned int start_at;
+  unsigned int nthreads;
+  // Runs the block's threads from the first argument on, while each it reaches is unstarted.
+  void (*threads)(void*, unsigned int, unsigned int);
   void* arg;
-  uint3 thread_idx;  // the running thread, when not on fibers
+  uint3 thread_idx;  // the running thread (on fibers, the scheduler's last switch)
   uint3 block_idx;
   // uint3, not dim3: dim3's constructor would give this thread-local an initializer, whose
   // code the checked build would instrument.
   uint3 block_dim;
   uint3 grid_dim;
   int on_fibers;
-  unsigned int booted;  // fibers given this launch's stacks (the first block boots them)
+  unsigned int booted;  // runners given this launch's stacks
+  int tids_set;          // the fibers hold this launch's thread indices
   Launch* launch;
   int failed;
   unsigned int epoch;           // barriers the running block has passed
@@ -148,10 +171,9 @@ static thread_local Worker worker;
 // A block runs on one host thread from start to end, fibers included, so it never changes.
 KUSARI_EMU_SHIM __attribute__((const, noinline)) static Worker* self() { return &worker; }
 
-KUSARI_EMU_SHIM static inline const uint3& current_thread() {
-  Worker* w = self();
-  return w->on_fibers ? w->current->tid : w->thread_idx;
-}
+// The running thread's index: the scheduler sets it as it switches to a fiber, so a read is
+// one load, with no test of whether the block runs on fibers.
+KUSARI_EMU_SHIM static inline const uint3& current_thread() { return self()->thread_idx; }
 
 KUSARI_EMU_SHIM static void fail(const char* what) {
   if (!worker.failed) {
@@ -669,7 +691,7 @@ static inline void end_checks(Launch*) {}
 static inline void begin_block_checks() {}
 #endif
 
-KUSARI_EMU_SHIM static void barrier() {
+KUSARI_EMU_SHIM __attribute__((noinline)) static void barrier() {
   if (!worker.on_fibers) {
     fail("__syncthreads was reached in a kernel launched without barriers");
     return;
@@ -679,33 +701,41 @@ KUSARI_EMU_SHIM static void barrier() {
   if (!_setjmp(f->ctx)) _longjmp(worker.sched, 1);
 }
 
-KUSARI_EMU_SHIM static void fiber_main() {
+KUSARI_EMU_SHIM static void runner_main() {
   for (;;) {
-    Fiber* f = worker.current;
-    worker.body(worker.arg);
-    f->state = 2;
-    if (!_setjmp(f->ctx)) _longjmp(worker.sched, 1);
+    // A local, on this runner's own stack: `worker.runner` names whichever runner the
+    // scheduler entered last, which is another once a thread here has waited.
+    Runner* const r = worker.runner;
+    worker.threads(worker.arg, worker.start_at, worker.nthreads);
+    worker.idle[worker.nidle++] = r->index;
+    if (!_setjmp(r->ctx)) _longjmp(worker.sched, 1);
   }
 }
 
-// Fiber `t` of this host thread, booted on the launch's stack `t`. The stacks belong to the host
-// side (one set per host thread, shared by every kernel library, each with a guard page below
-// it): a library keeps no stacks of its own, so loading many kernels costs no memory mappings.
-// Every launch boots its fibers afresh, since another library may have used the stacks since.
-KUSARI_EMU_SHIM static Fiber* fiber(int t) {
-  Fiber* f = worker.fibers[t];
-  if (!f) {
-    f = new (std::nothrow) Fiber();
-    if (!f) return nullptr;
-    getcontext(&f->boot);
-    worker.fibers[t] = f;
+// A parked runner, or a new one on the launch's next stack (null when out of host memory). The
+// stacks belong to the host side (one set per host thread, shared by every kernel library, each
+// with a guard page below it): a library keeps no stacks of its own, so loading many kernels
+// costs no memory mappings. Every launch boots its runners afresh, since another library may
+// have used the stacks since.
+KUSARI_EMU_SHIM static Runner* take_runner(unsigned int nthreads) {
+  if (worker.nidle) return worker.runners[worker.idle[--worker.nidle]];
+  const unsigned int k = worker.booted;
+  if (k >= nthreads) return nullptr;  // cannot happen: a busy runner holds a waiting thread
+  Runner* r = worker.runners[k];
+  if (!r) {
+    r = new (std::nothrow) Runner();
+    if (!r) return nullptr;
+    getcontext(&r->boot);
+    r->index = k;
+    worker.runners[k] = r;
   }
-  f->boot.uc_stack.ss_sp = worker.launch->stacks[t];
-  f->boot.uc_stack.ss_size = worker.launch->stack_bytes;
-  f->boot.uc_link = nullptr;
-  makecontext(&f->boot, fiber_main, 0);
-  f->state = 0;
-  return f;
+  r->boot.uc_stack.ss_sp = worker.launch->stacks[k];
+  r->boot.uc_stack.ss_size = worker.launch->stack_bytes;
+  r->boot.uc_link = nullptr;
+  makecontext(&r->boot, runner_main, 0);
+  r->fresh = 1;
+  ++worker.booted;
+  return r;
 }
 
 // ---- Warp intrinsics ----
@@ -738,7 +768,7 @@ KUSARI_EMU_SHIM [[noreturn]] static void warp_error(const char* text) {
   abort_launch();
 }
 
-KUSARI_EMU_SHIM static unsigned long long warp_meet(int op, unsigned int mask,
+KUSARI_EMU_SHIM __attribute__((noinline)) static unsigned long long warp_meet(int op, unsigned int mask,
                                                     unsigned long long value, int arg, int width) {
   if (!worker.on_fibers) warp_error("a warp intrinsic ran in a kernel launched without fibers");
   const unsigned int lane = thread_linear() % 32;
@@ -918,27 +948,48 @@ KUSARI_EMU_SHIM static bool complete_meetings(unsigned int nthreads, bool stuck)
 }
 
 KUSARI_EMU_SHIM static void run_block_on_fibers(unsigned int nthreads) {
-  const uint3 b = worker.block_dim;
-  const bool boot = worker.booted < nthreads;
-  for (unsigned int t = 0; t < nthreads; ++t) {
-    Fiber* f = boot ? fiber((int)t) : worker.fibers[t];
-    if (!f) { fail("out of host memory for the block's threads"); return; }
-    f->tid = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
-    f->state = boot ? 0 : 3;  // 3: started in an earlier block, resumes into this one
+  // Through `self()`: each `worker.` would look the thread-local up again after every switch.
+  Worker* const w = self();
+  if (!w->tids_set) {
+    // Every block of a launch has the same threads: their indices are set at the first.
+    const uint3 b = w->block_dim;
+    for (unsigned int t = 0; t < nthreads; ++t) {
+      Fiber* f = w->fibers[t];
+      if (!f) {
+        f = new (std::nothrow) Fiber();
+        if (!f) { fail("out of host memory for the block's threads"); return; }
+        w->fibers[t] = f;
+      }
+      f->tid = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+    }
+    w->tids_set = 1;
   }
-  worker.booted = nthreads;
+  for (unsigned int t = 0; t < nthreads; ++t) w->fibers[t]->state = 0;
+  w->nthreads = nthreads;
   for (;;) {
-    // Run every thread that can run until it waits or finishes.
+    // Run every thread that can run until it waits or finishes: a thread not started starts on
+    // a runner, which goes on to the threads after it until one waits; a waiting one resumes.
     unsigned int waiting = 0, finished = 0, at_warp = 0;
     for (unsigned int t = 0; t < nthreads; ++t) {
-      Fiber* f = worker.fibers[t];
-      if (f->state == 0 || f->state == 3) {
-        worker.current = f;
-        if (!_setjmp(worker.sched)) {
-          if (f->state == 0) setcontext(&f->boot);
-          _longjmp(f->ctx, 1);
+      Fiber* f = w->fibers[t];
+      if (f->state == 0) {
+        Runner* r = take_runner(nthreads);
+        if (!r) { fail("out of host memory for the block's threads"); return; }
+        w->runner = r;
+        w->start_at = t;
+        if (!_setjmp(w->sched)) {
+          if (r->fresh) {
+            r->fresh = 0;
+            setcontext(&r->boot);
+          }
+          _longjmp(r->ctx, 1);
         }
-        if (worker.failed) return;
+        if (w->failed) return;
+      } else if (f->state == 3) {
+        w->current = f;
+        w->thread_idx = f->tid;
+        if (!_setjmp(w->sched)) _longjmp(f->ctx, 1);
+        if (w->failed) return;
       }
       if (f->state == 1) ++waiting;
       else if (f->state == 2) ++finished;
@@ -956,8 +1007,8 @@ KUSARI_EMU_SHIM static void run_block_on_fibers(unsigned int nthreads) {
            "others wait at the barrier (undefined behaviour in CUDA)");
       return;
     }
-    ++worker.epoch;
-    for (unsigned int t = 0; t < nthreads; ++t) worker.fibers[t]->state = 3;
+    ++w->epoch;
+    for (unsigned int t = 0; t < nthreads; ++t) w->fibers[t]->state = 3;
   }
 }
 
@@ -965,6 +1016,7 @@ KUSARI_EMU_SHIM static void run_block_on_fibers(unsigned int nthreads) {
 // its loop); else `body` runs one thread.
 KUSARI_EMU_SHIM static void run_blocks(Launch* l, void (*body)(void*), void* arg,
                                        void (*block)(void*, unsigned int)) {
+  worker.arg = arg;
   const unsigned int nthreads = l->block[0] * l->block[1] * l->block[2];
   const unsigned long long gx = l->grid[0], gy = l->grid[1];
   for (unsigned long long bi = l->first_block; bi < l->end_block && !worker.failed; ++bi) {
@@ -988,15 +1040,18 @@ KUSARI_EMU_SHIM static void run_blocks(Launch* l, void (*body)(void*), void* arg
   }
 }
 
+// `threads` runs a block's threads on a runner (a launch with `fibers`).
 KUSARI_EMU_SHIM static void run(Launch* l, void (*body)(void*), void* arg,
-                                void (*block)(void*, unsigned int)) {
+                                void (*block)(void*, unsigned int),
+                                void (*threads)(void*, unsigned int, unsigned int)) {
   worker.launch = l;
   if (dynamic_buffer) open_dynamic_shared(l->shared_bytes);
   worker.failed = 0;
-  worker.body = body;
-  worker.arg = arg;
+  worker.threads = threads;
   worker.on_fibers = l->fibers;
   worker.booted = 0;
+  worker.nidle = 0;
+  worker.tids_set = 0;
   worker.grid_dim = uint3{l->grid[0], l->grid[1], l->grid[2]};
   worker.block_dim = uint3{l->block[0], l->block[1], l->block[2]};
   if (l->checks) begin_checks(l);
@@ -1005,8 +1060,9 @@ KUSARI_EMU_SHIM static void run(Launch* l, void (*body)(void*), void* arg,
     worker.abort_to = &abort_to;
     run_blocks(l, body, arg, block);
   } else {
-    // A fault or a failing check: the fibers' stacks hold abandoned threads, to boot afresh.
+    // A fault or a failing check: the runners' stacks hold abandoned threads, to boot afresh.
     worker.booted = 0;
+    worker.nidle = 0;
     fail("the launch was stopped");
   }
   worker.abort_to = nullptr;
@@ -1031,10 +1087,16 @@ constexpr int pointer_kind() {
 
 template <typename... A>
 struct Entry {
-  // Kernel `K` called directly (so that it can be inlined), with the launch's parameters.
+  // The launch's parameters, copied out of `kernelParams` once a block.
+  using Values = std::tuple<typename std::remove_cv<A>::type...>;
+  template <size_t... I>
+  KUSARI_EMU_SHIM static inline Values values(void** params, std::index_sequence<I...>) {
+    return Values(*static_cast<typename std::remove_cv<A>::type*>(params[I])...);
+  }
+  // Kernel `K` called directly (so that it can be inlined) with the launch's parameters.
   template <void (*K)(A...), size_t... I>
-  KUSARI_EMU_SHIM static inline void call_direct(void** params, std::index_sequence<I...>) {
-    K(*static_cast<typename std::remove_cv<A>::type*>(params[I])...);
+  KUSARI_EMU_SHIM static inline void call_direct(const Values& v, std::index_sequence<I...>) {
+    K(std::get<I>(v)...);
   }
   struct Bound {
     void (*kernel)(A...);
@@ -1048,19 +1110,43 @@ struct Entry {
   // barriers: its threads run one after another).
   template <void (*K)(A...)>
   KUSARI_EMU_SHIM __attribute__((flatten)) static void block_of(void* p, unsigned int nthreads) {
-    void** params = static_cast<Bound*>(p)->params;
+    // Locals, which the kernel's writes through its pointers cannot alias: read once a block.
+    const Values v = values(static_cast<Bound*>(p)->params, std::index_sequence_for<A...>{});
     Worker* w = self();
     const uint3 d = w->block_dim;
     if (d.y == 1 && d.z == 1) {
       for (unsigned int t = 0; t < nthreads && !w->failed; ++t) {
         w->thread_idx = uint3{t, 0, 0};
-        call_direct<K>(params, std::index_sequence_for<A...>{});
+        call_direct<K>(v, std::index_sequence_for<A...>{});
       }
       return;
     }
     for (unsigned int t = 0; t < nthreads && !w->failed; ++t) {
       w->thread_idx = uint3{t % d.x, (t / d.x) % d.y, t / (d.x * d.y)};
-      call_direct<K>(params, std::index_sequence_for<A...>{});
+      call_direct<K>(v, std::index_sequence_for<A...>{});
+    }
+  }
+  // The threads of a block from `start` on, on a runner (a launch that may wait), each while
+  // it has not been started: when one waits, the scheduler starts the next on another runner,
+  // and this loop, once its thread resumes and finishes, finds the next thread started.
+  template <void (*K)(A...)>
+  KUSARI_EMU_SHIM __attribute__((flatten)) static void threads_from(void* p, unsigned int start,
+                                                                     unsigned int nthreads) {
+#ifndef KUSARI_EMU_CHECKED
+    const Values v = values(static_cast<Bound*>(p)->params, std::index_sequence_for<A...>{});
+#endif
+    Worker* w = self();
+    for (unsigned int t = start; t < nthreads && !w->failed; ++t) {
+      Fiber* f = w->fibers[t];
+      if (f->state != 0) return;
+      w->current = f;
+      w->thread_idx = f->tid;
+#ifdef KUSARI_EMU_CHECKED
+      thread(p);
+#else
+      call_direct<K>(v, std::index_sequence_for<A...>{});
+#endif
+      f->state = 2;
     }
   }
   template <void (*K)(A...)>
@@ -1068,9 +1154,9 @@ struct Entry {
     Bound b{K, params};
 #ifdef KUSARI_EMU_CHECKED
     // The checked build keeps each thread a call of the instrumented kernel.
-    run(l, &Entry::thread, &b, nullptr);
+    run(l, &Entry::thread, &b, nullptr, &Entry::template threads_from<K>);
 #else
-    run(l, &Entry::thread, &b, &Entry::template block_of<K>);
+    run(l, &Entry::thread, &b, &Entry::template block_of<K>, &Entry::template threads_from<K>);
 #endif
     return worker.failed;
   }
