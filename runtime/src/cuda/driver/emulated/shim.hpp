@@ -107,7 +107,7 @@ struct Fiber {
   jmp_buf ctx;  // where it waits
   uint3 tid;
   int state;  // 0: not started, 1: at a barrier, 2: finished the block, 3: resumes,
-              // 4: at a warp intrinsic, 5: running
+              // 4: at a warp intrinsic
   // The warp intrinsic it waits at (state 4), and what it gets back.
   int op;
   unsigned int mask;
