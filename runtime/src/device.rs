@@ -99,7 +99,8 @@ pub struct DeviceProperties {
     pub name: String,
     /// Compute capability `(major, minor)`.
     pub compute_capability: (u32, u32),
-    /// Streaming multiprocessors (elementwise grids are sized from it).
+    /// Streaming multiprocessors (a GPU's elementwise grids and every device's reduction grids
+    /// are sized from it; the emulated device covers an elementwise array instead).
     pub sm_count: u32,
     /// Device memory in bytes (what the emulated device lets a process allocate).
     pub total_memory: usize,
