@@ -272,12 +272,19 @@ fn train(comm: &Communicator, args: &Args) -> kusari_mn::Result<()> {
             started.elapsed().as_secs_f64(),
             optimizer.t()
         );
-        if let Some(stats) = optimizer.overlap_stats() {
-            println!(
+        match optimizer.overlap_stats() {
+            // `pure_nccl`: the all-reduces ran on NCCL's stream, untimed by the host.
+            Some(stats) if stats.allreduce.is_zero() => println!(
+                "all-reduces started during backward on NCCL's stream; the updates waited {:.3} \
+                 s for them",
+                stats.exposed.as_secs_f64()
+            ),
+            Some(stats) => println!(
                 "all-reduce {:.3} s, of which {:.0}% hidden behind backward",
                 stats.allreduce.as_secs_f64(),
                 100.0 * stats.hidden_share()
-            );
+            ),
+            None => {}
         }
     }
     Ok(())

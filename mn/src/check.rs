@@ -2,11 +2,12 @@
 //! `kusari-mn-check` program runs them under `mpirun` (the MPI integration tests). Each returns
 //! an error naming what differs from its hand-computed expectation.
 
-use kusari::link::optimizers::{MomentumSGD, Optimizer};
-use kusari::link::{Linear, Link};
+use kusari::link::initializers::Constant;
+use kusari::link::optimizers::{MomentumSGD, Optimizer, SGD};
+use kusari::link::{Linear, Link, Parameter};
 use kusari::prelude::*;
 
-use crate::communicator::Communicator;
+use crate::communicator::{Communicator, Options};
 use crate::error::{Error, Result};
 use crate::optimizer::create_multi_node_optimizer;
 
@@ -228,6 +229,11 @@ pub fn equivalence(comm: &Communicator, steps: usize, batch: usize) -> Result<f6
         single.loss(&x, &t)?.backward()?;
         single_opt.update(&single)?;
     }
+    relative_difference(&parallel, &single)
+}
+
+/// The largest difference between `a`'s and `b`'s parameters relative to `b`'s largest.
+fn relative_difference(parallel: &Net, single: &Net) -> Result<f64> {
     let (mut diff, mut scale) = (0.0f64, 0.0f64);
     for ((_, a), (_, b)) in parallel.named_params().iter().zip(single.named_params()) {
         for (u, v) in a
@@ -241,4 +247,140 @@ pub fn equivalence(comm: &Communicator, steps: usize, batch: usize) -> Result<f6
         }
     }
     Ok(diff / scale)
+}
+
+/// Options with small buckets (several per model of these checks) and the overlap on or off.
+pub fn small_buckets(overlap: bool) -> Options {
+    Options {
+        bucket_cap_bytes: 64,
+        first_bucket_cap_bytes: 16,
+        overlap,
+        ..Options::default()
+    }
+}
+
+/// Two linear layers (float64, then float32, so that buckets close at the dtype change) and a
+/// parameter no loss uses: [`accumulated_means`]' model.
+#[derive(kusari::Link)]
+struct Mixed {
+    l1: Linear,
+    l2: Linear,
+    unused: Parameter,
+}
+
+/// Each parameter's gradient as float64 (empty for none) after two updates, each after
+/// `passes` backward passes of this rank's own data (all but the last under
+/// [`no_sync`](crate::MultiNodeOptimizer::no_sync) when `no_sync`), the update SGD with learning
+/// rate 0: the mean gradients the exchange leaves, the parameters unchanged. Every rank must
+/// get the same, and the exchange overlapped with backward those of the exchange after it, bit
+/// for bit, whether it is dirty (several passes outside `no_sync`) or not. Runs on this thread's
+/// [default device](kusari::default_device).
+pub fn accumulated_means(
+    comm: &Communicator,
+    passes: usize,
+    no_sync: bool,
+) -> Result<Vec<Vec<f64>>> {
+    kusari::random::seed(5);
+    let model = Mixed {
+        l1: Linear::new(Some(3), 4, false, DType::F64)?,
+        l2: Linear::new(Some(4), 2, false, DType::F32)?,
+        unused: Parameter::with_shape(Constant(1.0), &[2], DType::F64)?,
+    };
+    model.to_device(kusari::default_device())?;
+    let mut opt = create_multi_node_optimizer(SGD::new().lr(0.0), comm);
+    opt.setup(&model)?;
+    let r = comm.rank();
+    let loss = |k: usize| -> kusari::Result<Variable> {
+        let x: Vec<f64> = (0..6).map(|i| ((i + 7 * r + 3 * k) as f64).sin()).collect();
+        let x = Array::from_vec(x, &[2, 3])?;
+        let h = model.l1.forward(&Variable::constant(x))?.tanh()?;
+        let y = model.l2.forward(&F::astype(&h, DType::F32)?)?;
+        F::sum(&(&y * &y)?)
+    };
+    for round in 0..2 {
+        model.cleargrads();
+        {
+            let _guard = no_sync.then(|| opt.no_sync());
+            for k in 0..passes - 1 {
+                loss(k + round)?.backward()?;
+            }
+        }
+        loss(passes - 1 + round)?.backward()?;
+        opt.update(&model)?;
+    }
+    if let (Some(stats), true) = (opt.overlap_stats(), passes == 1 || no_sync)
+        && stats.rounds != 2
+    {
+        return Err(failed(
+            comm,
+            "check::accumulated_means",
+            format!("{} rounds exchanged during backward, not 2", stats.rounds),
+        ));
+    }
+    model
+        .named_params()
+        .iter()
+        .map(|(_, p)| match p.grad() {
+            Some(g) => Ok(g.astype(DType::F64)?.to_vec::<f64>()?),
+            None => Ok(Vec::new()),
+        })
+        .collect()
+}
+
+/// As [`equivalence`], with [double buffering](crate::MultiNodeOptimizer::double_buffering):
+/// `steps` updates, each stepping with the previous update's mean gradients, against one
+/// process applying the same rule to the whole batch by hand (no step at the first update).
+/// Returns the largest difference relative to the largest parameter.
+pub fn double_buffering_equivalence(
+    comm: &Communicator,
+    steps: usize,
+    batch: usize,
+) -> Result<f64> {
+    let (r, n) = (comm.rank(), comm.size());
+    let local = batch / n;
+    let device = kusari::default_device();
+    let single = Net::new(100)?;
+    single.to_device(device)?;
+    let mut single_opt = MomentumSGD::new().lr(0.1);
+    let mut previous: Option<Vec<Array>> = None;
+    for t in 0..steps {
+        let (x, y) = examples(t * batch..(t + 1) * batch)?;
+        single.cleargrads();
+        single.loss(&x, &y)?.backward()?;
+        let grads: Vec<Array> = single
+            .params()
+            .iter()
+            .map(|p| p.grad().expect("every parameter has a gradient"))
+            .collect();
+        if let Some(old) = previous.replace(grads) {
+            for (p, g) in single.params().iter().zip(old) {
+                p.variable()?.set_grad_array(g)?;
+            }
+            single_opt.update(&single)?;
+        }
+    }
+    let net = Net::new(100 + r as u64)?;
+    net.to_device(device)?;
+    let mut opt =
+        create_multi_node_optimizer(MomentumSGD::new().lr(0.1), comm).double_buffering(true);
+    opt.setup(&net)?;
+    for t in 0..steps {
+        let start = t * batch + r * local;
+        let (x, y) = examples(start..start + local)?;
+        net.cleargrads();
+        net.loss(&x, &y)?.backward()?;
+        opt.update(&net)?;
+    }
+    if opt.t() != steps as u64 - 1 {
+        return Err(failed(
+            comm,
+            "check::double_buffering_equivalence",
+            format!(
+                "{} steps taken in {steps} updates, not {}",
+                opt.t(),
+                steps - 1
+            ),
+        ));
+    }
+    relative_difference(&net, &single)
 }

@@ -45,8 +45,8 @@ pub struct Options {
     pub first_bucket_cap_bytes: usize,
     /// Whether the multi-node optimizer exchanges each bucket during backward, as soon as its
     /// gradients are complete (PyTorch DDP's overlap), rather than all after backward. Used by
-    /// `flat` on a transport that allows it ([`Transport::concurrent`]); `naive` and
-    /// `pure_nccl` never do.
+    /// `pure_nccl` (on NCCL's own stream) and by `flat` on a transport that allows it
+    /// ([`Transport::concurrent`]); `naive` never does.
     pub overlap: bool,
 }
 
@@ -120,7 +120,7 @@ pub fn create_communicator(name: &str) -> Result<Communicator> {
 /// |---|---|---|
 /// | `naive` | one all-reduce per parameter, through the host | checking the others; few, large parameters |
 /// | `flat` | packed into buckets (about 25 MiB, a small first one) in reverse parameter order, one all-reduce per bucket, through the host, during backward | MPI between processes, CPU or GPU ranks |
-/// | `pure_nccl` | packed into buckets on each rank's GPU (`cuda:{intra_rank}`), one NCCL all-reduce each, in float32, float64, float16 or bfloat16 ([`Options::allreduce_grad_dtype`]), after backward | GPUs, on one node or several (feature `nccl`) |
+/// | `pure_nccl` | packed into buckets on each rank's GPU (`cuda:{intra_rank}`), one NCCL all-reduce each, in float32, float64, float16 or bfloat16 ([`Options::allreduce_grad_dtype`]), on NCCL's own stream during backward | GPUs, on one node or several (feature `nccl`) |
 /// | `single` | nothing to exchange: one rank | running the same program without `mpirun` |
 ///
 /// `pure_nccl` forms its NCCL communicator here (collective): rank 0 makes NCCL's unique id
@@ -321,6 +321,12 @@ impl Communicator {
     /// The options it was built with.
     pub fn options(&self) -> &Options {
         &self.inner.options
+    }
+
+    /// `pure_nccl`'s NCCL communicator.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn nccl(&self) -> Option<&kusari::nccl::NcclComm> {
+        self.inner.nccl.as_ref()
     }
 
     /// This rank's GPU when it has CUDA devices: `cuda:{intra_rank}` (for `pure_nccl`, the

@@ -76,38 +76,69 @@ pub(crate) fn mean_bucket(
     members: &[(&str, &Parameter)],
     dtype: DType,
 ) -> Result<Vec<Array>> {
+    check_devices(nccl, op, rank, members)?;
+    let grads: Vec<Option<Array>> = members.iter().map(|(_, p)| p.grad()).collect();
+    let shapes: Vec<Vec<usize>> = members
+        .iter()
+        .map(|(_, p)| p.shape().unwrap_or_default())
+        .collect();
+    let packed = pack(nccl.device(), &grads, &shapes, dtype)?;
+    let mean = nccl.all_reduce_owned(packed, ReduceOp::Avg)?;
+    unpack(&mean, &shapes)
+}
+
+/// An error naming the first of `members` that is not on the communicator's device.
+pub(crate) fn check_devices(
+    nccl: &NcclComm,
+    op: &str,
+    rank: usize,
+    members: &[(&str, &Parameter)],
+) -> Result<()> {
     let device = nccl.device();
-    let mut pieces = Vec::with_capacity(members.len());
-    for (path, p) in members {
-        if p.device() != device {
-            return Err(Error::InvalidArgument {
-                op: op.into(),
-                rank,
-                msg: format!(
-                    "`pure_nccl` averages gradients on this rank's GPU ({device}), but parameter \
-                     {path} is on {}: move the model there (`comm.device()`), or use `flat`",
-                    p.device()
-                ),
-            });
-        }
-        let n = p.size();
-        pieces.push(match p.grad() {
+    match members.iter().find(|(_, p)| p.device() != device) {
+        None => Ok(()),
+        Some((path, p)) => Err(Error::InvalidArgument {
+            op: op.into(),
+            rank,
+            msg: format!(
+                "`pure_nccl` averages gradients on this rank's GPU ({device}), but parameter \
+                 {path} is on {}: move the model there (`comm.device()`), or use `flat`",
+                p.device()
+            ),
+        }),
+    }
+}
+
+/// `grads` (zeros for a missing one) of `shapes`, in `dtype`, one after the other in one new
+/// array on `device` (the only holder of its buffer, for an in-place all-reduce).
+pub(crate) fn pack(
+    device: Device,
+    grads: &[Option<Array>],
+    shapes: &[Vec<usize>],
+    dtype: DType,
+) -> Result<Array> {
+    let mut pieces = Vec::with_capacity(grads.len());
+    for (g, shape) in grads.iter().zip(shapes) {
+        let n = shape.iter().product();
+        pieces.push(match g {
             Some(g) => g.astype(dtype)?.reshape(&[n])?,
             None => Array::zeros_on(&[n], dtype, device)?,
         });
     }
     let refs: Vec<&Array> = pieces.iter().collect();
-    let packed = Array::concat(&refs, 0)?;
-    drop(pieces);
-    let mean = nccl.all_reduce_owned(packed, ReduceOp::Avg)?;
+    Ok(Array::concat(&refs, 0)?)
+}
+
+/// `packed` cut into arrays of `shapes` (views of its buffer).
+pub(crate) fn unpack(packed: &Array, shapes: &[Vec<usize>]) -> Result<Vec<Array>> {
     let mut at = 0;
-    let mut out = Vec::with_capacity(members.len());
-    for (_, p) in members {
-        let n = p.size();
-        let shape = p.shape().unwrap_or_default();
+    let mut out = Vec::with_capacity(shapes.len());
+    for shape in shapes {
+        let n: usize = shape.iter().product();
         out.push(
-            mean.slice_axis(0, at as isize, (at + n) as isize, 1)?
-                .reshape(&shape)?,
+            packed
+                .slice_axis(0, at as isize, (at + n) as isize, 1)?
+                .reshape(shape)?,
         );
         at += n;
     }

@@ -101,8 +101,8 @@ impl<O> MultiNodeOptimizer<O> {
     /// update's are still being exchanged (ChainerMN's `double_buffering`): the exchange then
     /// overlaps the next forward and backward passes too, and the step uses gradients one
     /// update old. The first update after [`setup`](Self::setup) takes no step. Needs the
-    /// overlapped exchange (`flat`, [`Options::overlap`](crate::Options::overlap), a transport
-    /// that allows it): `setup` is an error otherwise. Gradient accumulation must use
+    /// overlapped exchange ([`Options::overlap`](crate::Options::overlap) with `pure_nccl`, or
+    /// with `flat` on a transport that allows it): `setup` is an error otherwise. Gradient accumulation must use
     /// [`no_sync`](Self::no_sync).
     pub fn double_buffering(mut self, on: bool) -> Self {
         self.double_buffering = on;
@@ -110,17 +110,22 @@ impl<O> MultiNodeOptimizer<O> {
     }
 
     /// Checks that every rank has the same parameters and sets them to rank 0's values
-    /// ([`Communicator::bcast_data`]); the next update then takes its step. With `flat` and
-    /// [`Options::overlap`](crate::Options::overlap), it also hooks the parameters so that
-    /// each bucket of gradients is averaged during backward, as soon as it is complete.
-    /// Collective.
+    /// ([`Communicator::bcast_data`]); the next update then takes its step. With `flat` or
+    /// `pure_nccl` and [`Options::overlap`](crate::Options::overlap), it also hooks the
+    /// parameters so that each bucket of gradients is averaged during backward, as soon as it
+    /// is complete (`flat`: on a communication thread; `pure_nccl`: on NCCL's own stream, beside
+    /// backward's kernels). Collective.
     pub fn setup(&mut self, link: &dyn Link) -> Result<()> {
         self.overlap = None;
         self.comm.bcast_data(link)?;
-        let overlaps = self.comm.algorithm() == Algorithm::Flat
-            && self.comm.options().overlap
-            && self.comm.size() > 1
-            && self.comm.concurrent();
+        // `flat`'s communication thread uses the transport beside the training loop; NCCL's
+        // stream needs no thread.
+        let engine = match self.comm.algorithm() {
+            Algorithm::Flat => self.comm.concurrent(),
+            Algorithm::PureNccl => true,
+            Algorithm::Naive => false,
+        };
+        let overlaps = engine && self.comm.options().overlap && self.comm.size() > 1;
         if overlaps {
             self.overlap = Some(Overlap::start(&self.comm, link)?);
         } else if self.double_buffering && self.comm.size() > 1 {
@@ -128,8 +133,8 @@ impl<O> MultiNodeOptimizer<O> {
                 op: "MultiNodeOptimizer::setup".into(),
                 rank: self.comm.rank(),
                 msg: format!(
-                    "double buffering needs the exchange overlapped with backward: the `flat` \
-                     communicator with Options::overlap on a transport that allows it (this one \
+                    "double buffering needs the exchange overlapped with backward: Options::overlap \
+                     with `pure_nccl`, or with `flat` on a transport that allows it (this one \
                      is `{}` over {})",
                     self.comm.name(),
                     self.comm.transport_name()

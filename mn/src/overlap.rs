@@ -3,10 +3,19 @@
 //! marks it done; once every parameter of the next bucket is done, the bucket is packed and
 //! handed to a communication thread, which averages it over the ranks while backward goes on.
 //! Buckets start in the one order of [`Communicator::buckets`] on every rank, whatever order
-//! their gradients complete in, so the all-reduces pair up. The thread uses its own
+//! their gradients complete in, so the all-reduces pair up. The exchange uses its own
 //! communicator (a split of the optimizer's), so that collectives of the training loop itself
 //! (a [`MultiNodeBatchNormalization`](crate::MultiNodeBatchNormalization)'s) never interleave
 //! with it.
+//!
+//! Two engines carry a bucket:
+//! - `flat`: the bucket is packed on the host and a communication thread all-reduces it over
+//!   the transport;
+//! - `pure_nccl` (feature `nccl`): the bucket is packed on the GPU and its NCCL all-reduce
+//!   started on the NCCL communicator's own stream ([`kusari::nccl::NcclComm::start_all_reduce`]),
+//!   after the kernels that computed its gradients, while backward's kernels go on on the
+//!   device's stream. No thread: the calls only queue work. The update orders the device's
+//!   stream after them.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -27,9 +36,12 @@ const OP: &str = "MultiNodeOptimizer (overlapped exchange)";
 pub struct OverlapStats {
     /// Updates whose gradients were exchanged during backward.
     pub rounds: u64,
-    /// Time the communication thread spent in all-reduces.
+    /// Time the communication thread spent in all-reduces (`flat`). Zero for `pure_nccl`,
+    /// whose all-reduces run on the GPU, where the host does not time them.
     pub allreduce: Duration,
     /// Time `update` waited for all-reduces to finish after backward: the part not hidden.
+    /// For `pure_nccl` on a GPU, the time to order the device's stream after them (the wait
+    /// itself is the GPU's); on the emulated device, the host's wait for the stand-in.
     pub exposed: Duration,
 }
 
@@ -59,9 +71,10 @@ struct Round {
     next: usize,
     /// The number of rounds finished (updates); this round's results go to slot `count % 2`.
     count: u64,
-    /// Per slot, per bucket: the mean, once the communication thread has it. Two slots, so
-    /// that with double buffering a round's exchange runs on while the next round starts.
-    results: [Vec<Option<Packed>>; 2],
+    /// Per slot, per bucket: the mean, once the communication thread has it (`flat`), or the
+    /// all-reduce started (`pure_nccl`). Two slots, so that with double buffering a round's
+    /// exchange runs on while the next round starts.
+    results: [Vec<Option<Mean>>; 2],
     /// A parameter completed twice before an update (two backward passes outside `no_sync`):
     /// the buckets already sent were partial, so the update exchanges again.
     dirty: bool,
@@ -90,10 +103,29 @@ struct Job {
     packed: Packed,
 }
 
+/// A bucket's mean over the ranks.
+enum Mean {
+    /// On the host, from the communication thread.
+    Host(Packed),
+    /// On the GPU, once the all-reduce started on the NCCL stream is waited for.
+    #[cfg(feature = "nccl")]
+    Device(Box<kusari::nccl::PendingAllReduce>),
+}
+
+/// How a complete bucket starts its exchange.
+#[derive(Clone)]
+enum Starter {
+    /// Packed on the host and sent to the communication thread.
+    Thread(Sender<Job>),
+    /// Packed on the GPU; its all-reduce started on this NCCL communicator's stream.
+    #[cfg(feature = "nccl")]
+    Nccl(Arc<Communicator>),
+}
+
 /// The machinery of one synchronized parameter list.
 pub(crate) struct Overlap {
     shared: Arc<Shared>,
-    jobs: Option<Sender<Job>>,
+    starter: Option<Starter>,
     worker: Option<JoinHandle<()>>,
     hooks: Vec<GradReadyHook>,
     vars: Arc<Vec<Variable>>,
@@ -101,11 +133,17 @@ pub(crate) struct Overlap {
 }
 
 impl Overlap {
-    /// Hooks `link`'s parameters and starts the communication thread on a split of `comm`.
-    /// Collective (the split).
+    /// Hooks `link`'s parameters and starts the exchange's engine on a split of `comm`: the
+    /// communication thread (`flat`) or NCCL's stream (`pure_nccl`). Collective (the split).
     pub(crate) fn start(comm: &Communicator, link: &dyn Link) -> Result<Overlap> {
         let grad_comm = comm.split(0, comm.rank() as u32)?;
         let named = link.named_params();
+        #[cfg(feature = "nccl")]
+        if let Some(nccl) = grad_comm.nccl() {
+            let members: Vec<(&str, &kusari::link::Parameter)> =
+                named.iter().map(|(p, v)| (p.as_str(), *v)).collect();
+            crate::nccl::check_devices(nccl, OP, comm.rank(), &members)?;
+        }
         let index = |path: &str| named.iter().position(|(p, _)| p == path).expect("a param");
         let plans: Vec<Plan> = comm
             .buckets(link)
@@ -135,37 +173,51 @@ impl Overlap {
             arrived: Condvar::new(),
         });
         let (vars, plans) = (Arc::new(vars), Arc::new(plans));
-        let (tx, rx) = channel::<Job>();
-        let worker = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name(format!("kusari-mn allreduce, rank {}", comm.rank()))
-                .spawn(move || communicate(grad_comm, rx, shared))
-                .map_err(|e| Error::Transport {
-                    op: OP.into(),
-                    rank: comm.rank(),
-                    msg: format!("the communication thread cannot start: {e}"),
-                })?
-        };
+        let (starter, worker) = Self::engine(comm.rank(), grad_comm, &shared)?;
         let mut hooks = Vec::with_capacity(vars.len());
         for (i, var) in vars.iter().enumerate() {
-            let (shared, vars, plans, tx) =
-                (shared.clone(), vars.clone(), plans.clone(), tx.clone());
+            let (shared, vars, plans, starter) =
+                (shared.clone(), vars.clone(), plans.clone(), starter.clone());
             // The hook holds the variables (a cycle through each parameter's node), broken when
             // `hooks` is dropped with this `Overlap`.
             // The bucket holding parameter `i`, found once here rather than at every backward.
             let bucket = plans.iter().position(|p| p.members.contains(&i));
-            let hook = var.on_grad_ready(move || ready(i, bucket, &shared, &vars, &plans, &tx))?;
+            let hook =
+                var.on_grad_ready(move || ready(i, bucket, &shared, &vars, &plans, &starter))?;
             hooks.push(hook);
         }
         Ok(Overlap {
             shared,
-            jobs: Some(tx),
-            worker: Some(worker),
+            starter: Some(starter),
+            worker,
             hooks,
             vars,
             plans,
         })
+    }
+
+    /// The engine on `grad_comm`: NCCL's stream for `pure_nccl`, else the communication
+    /// thread.
+    fn engine(
+        rank: usize,
+        grad_comm: Communicator,
+        shared: &Arc<Shared>,
+    ) -> Result<(Starter, Option<JoinHandle<()>>)> {
+        #[cfg(feature = "nccl")]
+        if grad_comm.nccl().is_some() {
+            return Ok((Starter::Nccl(Arc::new(grad_comm)), None));
+        }
+        let (tx, rx) = channel::<Job>();
+        let shared = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("kusari-mn allreduce, rank {rank}"))
+            .spawn(move || communicate(grad_comm, rx, shared))
+            .map_err(|e| Error::Transport {
+                op: OP.into(),
+                rank,
+                msg: format!("the communication thread cannot start: {e}"),
+            })?;
+        Ok((Starter::Thread(tx), Some(worker)))
     }
 
     /// Whether hooks start exchanges (false inside `no_sync`).
@@ -187,8 +239,17 @@ impl Overlap {
         while round.next < self.plans.len() {
             let bucket = round.next;
             round.next += 1;
-            let packed = pack(&self.vars, &self.plans[bucket])?;
-            send_job(&self.shared, self.tx(), slot, bucket, packed)?;
+            let started = start_bucket(
+                &self.shared,
+                self.starter(),
+                &self.vars,
+                &self.plans,
+                bucket,
+                slot,
+            )?;
+            if let Some(mean) = started {
+                round.results[slot][bucket] = Some(mean);
+            }
         }
         if double_buffering && round.dirty {
             return Err(Error::InvalidArgument {
@@ -223,32 +284,66 @@ impl Overlap {
         if let Some(e) = round.error.clone() {
             return Err(e);
         }
-        round.stats.exposed += waited.elapsed();
         round.stats.rounds += 1;
-        let results: Vec<Packed> = round.results[used]
+        let results: Vec<Mean> = round.results[used]
             .iter_mut()
             .map(|r| r.take().expect("waited for"))
             .collect();
         drop(round);
+        // The device's stream waits for NCCL's all-reduces here (dropped, they wait too).
+        let results = results
+            .into_iter()
+            .map(Mean::ready)
+            .collect::<Result<Vec<_>>>()?;
+        self.shared.lock().stats.exposed += waited.elapsed();
         if dirty {
             return Ok(Finish::Exchange);
         }
         let params = link.named_params();
-        for (plan, packed) in self.plans.iter().zip(results) {
+        for (plan, mean) in self.plans.iter().zip(results) {
             let shapes: Vec<Vec<usize>> = plan
                 .members
                 .iter()
                 .map(|&i| self.vars[i].shape().to_vec())
                 .collect();
-            for (&i, mean) in plan.members.iter().zip(packed.unpack(&shapes)?) {
+            for (&i, mean) in plan.members.iter().zip(mean.unpack(&shapes)?) {
                 set_grad(params[i].1, mean)?;
             }
         }
         Ok(Finish::Step)
     }
 
-    fn tx(&self) -> &Sender<Job> {
-        self.jobs.as_ref().expect("open until drop")
+    fn starter(&self) -> &Starter {
+        self.starter.as_ref().expect("open until drop")
+    }
+}
+
+/// A bucket's mean, ready to unpack.
+enum Ready {
+    Host(Packed),
+    #[cfg(feature = "nccl")]
+    Device(Array),
+}
+
+impl Mean {
+    /// The mean, the device's stream ordered after its all-reduce.
+    fn ready(self) -> Result<Ready> {
+        Ok(match self {
+            Mean::Host(p) => Ready::Host(p),
+            #[cfg(feature = "nccl")]
+            Mean::Device(pending) => Ready::Device(pending.wait()?),
+        })
+    }
+}
+
+impl Ready {
+    /// The members' means, of `shapes`, in the exchange dtype.
+    fn unpack(&self, shapes: &[Vec<usize>]) -> Result<Vec<Array>> {
+        match self {
+            Ready::Host(p) => p.unpack(shapes),
+            #[cfg(feature = "nccl")]
+            Ready::Device(mean) => crate::nccl::unpack(mean, shapes),
+        }
     }
 }
 
@@ -267,41 +362,53 @@ impl Drop for Overlap {
     fn drop(&mut self) {
         // The hooks hold senders of the channel too: unregistered, they let it close.
         self.hooks.clear();
-        self.jobs.take();
+        self.starter.take();
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
         }
     }
 }
 
-fn send_job(
+/// Starts the exchange of `bucket` (of round slot `slot`): hands it to the communication
+/// thread, whose mean arrives in the round later (`None`), or starts its NCCL all-reduce
+/// (`Some`, to put in the round).
+fn start_bucket(
     shared: &Shared,
-    tx: &Sender<Job>,
-    slot: usize,
+    starter: &Starter,
+    vars: &[Variable],
+    plans: &[Plan],
     bucket: usize,
-    packed: Packed,
-) -> Result<()> {
-    let job = Job {
-        slot,
-        bucket,
-        packed,
-    };
-    tx.send(job).map_err(|_| Error::Transport {
-        op: OP.into(),
-        rank: shared.rank,
-        msg: "the communication thread has stopped".into(),
-    })
-}
-
-/// The bucket's gradients, packed (zeros for a parameter without one).
-fn pack(vars: &[Variable], plan: &Plan) -> Result<Packed> {
+    slot: usize,
+) -> Result<Option<Mean>> {
+    let plan = &plans[bucket];
     let grads: Vec<Option<Array>> = plan.members.iter().map(|&i| vars[i].grad_array()).collect();
     let shapes: Vec<Vec<usize>> = plan
         .members
         .iter()
         .map(|&i| vars[i].shape().to_vec())
         .collect();
-    Packed::pack(plan.dtype, &grads, &shapes)
+    match starter {
+        Starter::Thread(tx) => {
+            let job = Job {
+                slot,
+                bucket,
+                packed: Packed::pack(plan.dtype, &grads, &shapes)?,
+            };
+            tx.send(job).map_err(|_| Error::Transport {
+                op: OP.into(),
+                rank: shared.rank,
+                msg: "the communication thread has stopped".into(),
+            })?;
+            Ok(None)
+        }
+        #[cfg(feature = "nccl")]
+        Starter::Nccl(comm) => {
+            let nccl = comm.nccl().expect("an NCCL engine's communicator");
+            let packed = crate::nccl::pack(nccl.device(), &grads, &shapes, plan.dtype)?;
+            let pending = nccl.start_all_reduce(packed, kusari::nccl::ReduceOp::Avg)?;
+            Ok(Some(Mean::Device(Box::new(pending))))
+        }
+    }
 }
 
 /// Parameter `i`'s gradient (in `bucket`) is complete: start every bucket now ready, in order.
@@ -311,7 +418,7 @@ fn ready(
     shared: &Shared,
     vars: &[Variable],
     plans: &[Plan],
-    tx: &Sender<Job>,
+    starter: &Starter,
 ) {
     let mut round = shared.lock();
     if !round.enabled || round.error.is_some() {
@@ -329,12 +436,14 @@ fn ready(
         let bucket = round.next;
         round.next += 1;
         let slot = (round.count % 2) as usize;
-        let sent = pack(vars, &plans[bucket])
-            .and_then(|packed| send_job(shared, tx, slot, bucket, packed));
-        if let Err(e) = sent {
-            round.error = Some(e);
-            shared.arrived.notify_all();
-            return;
+        match start_bucket(shared, starter, vars, plans, bucket, slot) {
+            Ok(Some(mean)) => round.results[slot][bucket] = Some(mean),
+            Ok(None) => {}
+            Err(e) => {
+                round.error = Some(e);
+                shared.arrived.notify_all();
+                return;
+            }
         }
     }
 }
@@ -352,7 +461,7 @@ fn communicate(comm: Communicator, jobs: Receiver<Job>, shared: Arc<Shared>) {
         let mut round = shared.lock();
         round.stats.allreduce += start.elapsed();
         match result {
-            Ok(()) => round.results[slot][bucket] = Some(packed),
+            Ok(()) => round.results[slot][bucket] = Some(Mean::Host(packed)),
             Err(e) => round.error = Some(e),
         }
         shared.arrived.notify_all();

@@ -4,6 +4,8 @@
 //! against the real NCCL library (`.ci/gpu` does so).
 #![cfg(feature = "nccl")]
 
+use std::time::{Duration, Instant};
+
 use kusari::link::optimizers::{Optimizer, SGD};
 use kusari::link::{Linear, Link};
 use kusari::prelude::*;
@@ -115,10 +117,20 @@ fn pure_nccl_training_matches_one_process_with_the_whole_batch() {
     ) {
         return;
     }
-    // float64 parameters exchange float64 gradients: rounding level.
+    // float64 parameters exchange float64 gradients: rounding level, during backward on
+    // NCCL's stream (the default) or after it.
     for ranks in [2, 3] {
-        for rel in equivalence_on_gpus(ranks, Options::default()) {
-            assert!(rel < 1e-13, "{ranks} ranks: relative difference {rel:e}");
+        for overlap in [true, false] {
+            let options = Options {
+                overlap,
+                ..check::small_buckets(overlap)
+            };
+            for rel in equivalence_on_gpus(ranks, options) {
+                assert!(
+                    rel < 1e-13,
+                    "{ranks} ranks, overlap {overlap}: relative difference {rel:e}"
+                );
+            }
         }
     }
     // float16 and bfloat16 on the wire: the gradients' rounding to 11 and 8 bits shows, and
@@ -146,25 +158,110 @@ fn host_parameters_are_refused_naming_the_parameter() {
     if !can_run("host_parameters_are_refused_naming_the_parameter", 2) {
         return;
     }
-    let errs = run_threads_with(
-        ThreadTransport::world(2),
-        "pure_nccl",
-        Options::default(),
-        |comm| {
+    // Overlapped, `setup` finds them; after backward, the update's exchange does.
+    for overlap in [true, false] {
+        let options = Options {
+            overlap,
+            ..Options::default()
+        };
+        let errs = run_threads_with(ThreadTransport::world(2), "pure_nccl", options, |comm| {
             let model = Linear::new(Some(3), 2, false, DType::F32)?;
             let mut opt = create_multi_node_optimizer(SGD::new(), &comm);
             opt.setup(&model)?;
             let x = Variable::constant(Array::ones(&[4, 3], DType::F32)?);
             F::sum(&model.forward(&x)?)?.backward()?;
-            Ok(opt.update(&model))
-        },
-    );
-    for e in errs {
-        let e = e.unwrap().unwrap_err().to_string();
-        assert!(
-            e.contains("parameter /b is on native:0") && e.contains("use `flat`"),
-            "{e}"
-        );
+            opt.update(&model)?;
+            Ok(())
+        });
+        for e in errs {
+            let e = e.unwrap_err().to_string();
+            assert!(
+                // Setup checks in parameter order, the exchange in bucket (reverse) order.
+                e.contains(if overlap {
+                    "parameter /W"
+                } else {
+                    "parameter /b"
+                }) && e.contains("is on native:0")
+                    && e.contains("use `flat`"),
+                "overlap {overlap}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pure_nccl_overlapped_exchange_gives_the_plain_ones_means() {
+    if !can_run(
+        "pure_nccl_overlapped_exchange_gives_the_plain_ones_means",
+        3,
+    ) {
+        return;
+    }
+    let run = |overlap: bool, passes: usize, no_sync: bool| {
+        nccl_ranks(3, check::small_buckets(overlap), |comm| {
+            let _on = kusari::using_device(comm.device())?;
+            check::accumulated_means(&comm, passes, no_sync)
+        })
+    };
+    for passes in [1, 2, 3] {
+        let plain = run(false, passes, false);
+        // Every rank holds the same means, those of the exchange after backward, bit for bit:
+        // clean (`no_sync`) or dirty (two passes outside it: exchanged again after backward).
+        for got in [run(true, passes, true), run(true, passes, false)] {
+            for rank in &got {
+                assert_eq!(rank, &plain[0], "{passes} passes");
+            }
+        }
+        // The parameter no loss uses got the mean of nothing: zeros.
+        assert_eq!(plain[0][4], vec![0.0, 0.0]);
+    }
+}
+
+#[test]
+fn pure_nccl_starts_each_bucket_during_backward() {
+    if !can_run("pure_nccl_starts_each_bucket_during_backward", 2) {
+        return;
+    }
+    // Rank 1 waits between its backward and its update. Rank 0's update needs only rank 1's
+    // backward, which started rank 1's half of every all-reduce: an exchange at the update
+    // would keep rank 0 waiting for rank 1's update.
+    let pause = Duration::from_millis(500);
+    let took = nccl_ranks(2, check::small_buckets(true), |comm| {
+        let _on = kusari::using_device(comm.device())?;
+        let model = check::Net::new(1)?;
+        model.to_device(comm.device())?;
+        let mut opt = create_multi_node_optimizer(SGD::new(), &comm);
+        opt.setup(&model)?;
+        let (x, t) = check::examples(0..4)?;
+        model.loss(&x, &t)?.backward()?;
+        if comm.rank() == 1 {
+            std::thread::sleep(pause);
+        }
+        let start = Instant::now();
+        opt.update(&model)?;
+        let took = start.elapsed();
+        assert_eq!(opt.overlap_stats().map(|s| s.rounds), Some(1));
+        Ok(took)
+    });
+    assert!(took[0] < pause / 2, "rank 0's update took {:?}", took[0]);
+}
+
+#[test]
+fn pure_nccl_double_buffering_steps_with_the_previous_means() {
+    if !can_run(
+        "pure_nccl_double_buffering_steps_with_the_previous_means",
+        4,
+    ) {
+        return;
+    }
+    for ranks in [2, 4] {
+        let got = nccl_ranks(ranks, check::small_buckets(true), |comm| {
+            let _on = kusari::using_device(comm.device())?;
+            check::double_buffering_equivalence(&comm, 5, 8)
+        });
+        for rel in got {
+            assert!(rel < 1e-13, "{ranks} ranks: relative difference {rel:e}");
+        }
     }
 }
 
@@ -230,10 +327,19 @@ fn world_size_one_against_the_device_s_nccl() {
         let mean = model.named_params()[0].1.grad().unwrap().to_vec::<f32>()?;
         opt.update(&model)?;
         let after = model.named_params()[0].1.array()?.to_vec::<f32>()?;
-        Ok((s.to_vec::<f32>()?, grad, mean, before, after))
+        // An all-reduce on NCCL's own stream (events against the device's stream), with
+        // kernels queued on the device's stream meanwhile.
+        let id = kusari::nccl::UniqueId::new()?;
+        let own = kusari::nccl::NcclComm::new(dev, 1, 0, &id)?;
+        let started = own.start_all_reduce(x.mul_scalar(2.0)?, kusari::nccl::ReduceOp::Sum)?;
+        let beside = x.add_scalar(1.0)?;
+        let started = started.wait()?.add(&beside)?.to_vec::<f32>()?;
+        Ok((s.to_vec::<f32>()?, grad, mean, before, after, started))
     });
-    let (s, grad, mean, before, after) = &got[0];
+    let (s, grad, mean, before, after, started) = &got[0];
     assert_eq!(s, &vec![1.5, -2.0, 3.25]);
+    // 2x + (x + 1) = 3x + 1.
+    assert_eq!(started, &vec![5.5, -5.0, 10.75]);
     // d(sum of x W^T)/dW is the column sums of x: 4 everywhere; one rank's mean is itself.
     assert_eq!(grad, &vec![4.0; 6]);
     assert_eq!(mean, grad);

@@ -702,72 +702,13 @@ fn allreduce_persistent_averages_the_running_statistics() {
 
 // ----- the exchange overlapped with backward -----
 
-/// Options with small buckets (several per model) and the overlap on or off.
-fn small_buckets(overlap: bool) -> Options {
-    Options {
-        bucket_cap_bytes: 64,
-        first_bucket_cap_bytes: 16,
-        overlap,
-        ..Options::default()
-    }
-}
-
-/// Two linear layers and one parameter no loss uses; rank r's gradients after `passes`
-/// backward passes of its own data, exchanged by an update of SGD with lr 0 (the parameters
-/// stay, the mean gradients are read back).
+/// `check::accumulated_means` on 3 `flat` ranks, the exchange overlapped or not.
 fn accumulated_means(overlap: bool, passes: usize, no_sync: bool) -> Vec<Vec<Vec<f64>>> {
-    let ranks = ThreadTransport::world(3);
     all_ok(run_threads_with(
-        ranks,
+        ThreadTransport::world(3),
         "flat",
-        small_buckets(overlap),
-        |comm| {
-            #[derive(kusari::Link)]
-            struct Model {
-                l1: Linear,
-                l2: Linear,
-                unused: Parameter,
-            }
-            kusari::random::seed(5);
-            let model = Model {
-                l1: Linear::new(Some(3), 4, false, DType::F64)?,
-                l2: Linear::new(Some(4), 2, false, DType::F32)?,
-                unused: Parameter::with_shape(Constant(1.0), &[2], DType::F64)?,
-            };
-            let mut opt = create_multi_node_optimizer(SGD::new().lr(0.0), &comm);
-            opt.setup(&model)?;
-            let r = comm.rank();
-            let loss = |k: usize| -> kusari::Result<Variable> {
-                let x = Array::from_vec(seq(6, |i| ((i + 7 * r + 3 * k) as f64).sin()), &[2, 3])?;
-                let h = model.l1.forward(&Variable::constant(x))?.tanh()?;
-                let y = model.l2.forward(&F::astype(&h, DType::F32)?)?;
-                F::sum(&(&y * &y)?)
-            };
-            for round in 0..2 {
-                model.cleargrads();
-                {
-                    let _guard = no_sync.then(|| opt.no_sync());
-                    for k in 0..passes - 1 {
-                        loss(k + round)?.backward()?;
-                    }
-                }
-                loss(passes - 1 + round)?.backward()?;
-                opt.update(&model)?;
-            }
-            if overlap && !no_sync && passes == 1 {
-                let stats = opt.overlap_stats().expect("overlapped");
-                assert_eq!(stats.rounds, 2);
-            }
-            Ok(model
-                .named_params()
-                .iter()
-                .map(|(_, p)| {
-                    p.grad()
-                        .map(|g| g.astype(DType::F64).unwrap().to_vec::<f64>().unwrap())
-                        .unwrap_or_default()
-                })
-                .collect())
-        },
+        check::small_buckets(overlap),
+        |comm| check::accumulated_means(&comm, passes, no_sync),
     ))
 }
 
@@ -793,7 +734,7 @@ fn buckets_are_exchanged_while_backward_runs_not_at_the_update() {
     let exposed = all_ok(run_threads_with(
         ThreadTransport::world(2),
         "flat",
-        small_buckets(true),
+        check::small_buckets(true),
         |comm| {
             let model = check::Net::new(1)?;
             let mut opt = create_multi_node_optimizer(SGD::new(), &comm);
@@ -916,57 +857,15 @@ fn a_rank_that_sends_and_computes_a_loss_gets_both_gradients_from_one_backward()
 
 #[test]
 fn double_buffering_steps_with_the_previous_updates_mean_gradients() {
-    use kusari::link::optimizers::MomentumSGD;
-    let (steps, batch) = (5, 8);
-    // One process, the same rule by hand: at step t the gradients of step t - 1 (none at 0).
-    let single = check::Net::new(100).unwrap();
-    let mut opt = MomentumSGD::new().lr(0.1);
-    let mut previous: Option<Vec<Array>> = None;
-    for t in 0..steps {
-        let (x, y) = check::examples(t * batch..(t + 1) * batch).unwrap();
-        single.cleargrads();
-        single.loss(&x, &y).unwrap().backward().unwrap();
-        let grads: Vec<Array> = single.params().iter().map(|p| p.grad().unwrap()).collect();
-        if let Some(old) = previous.replace(grads) {
-            for (p, g) in single.params().iter().zip(old) {
-                p.variable().unwrap().set_grad_array(g).unwrap();
-            }
-            opt.update(&single).unwrap();
-        }
-    }
-    let want: Vec<Vec<f64>> = single
-        .params()
-        .iter()
-        .map(|p| p.array().unwrap().to_vec().unwrap())
-        .collect();
     for ranks in [2, 4] {
         let got = all_ok(run_threads_with(
             ThreadTransport::world(ranks),
             "flat",
-            small_buckets(true),
-            |comm| {
-                let (r, local) = (comm.rank(), batch / ranks);
-                let net = check::Net::new(100 + r as u64)?;
-                let mut opt = create_multi_node_optimizer(MomentumSGD::new().lr(0.1), &comm)
-                    .double_buffering(true);
-                opt.setup(&net)?;
-                for t in 0..steps {
-                    let start = t * batch + r * local;
-                    let (x, y) = check::examples(start..start + local)?;
-                    net.cleargrads();
-                    net.loss(&x, &y)?.backward()?;
-                    opt.update(&net)?;
-                }
-                assert_eq!(opt.t(), steps as u64 - 1);
-                Ok(net
-                    .params()
-                    .iter()
-                    .map(|p| p.array().unwrap().to_vec::<f64>().unwrap())
-                    .collect::<Vec<_>>())
-            },
+            check::small_buckets(true),
+            |comm| check::double_buffering_equivalence(&comm, 5, 8),
         ));
-        for rank in got {
-            assert_close(&rank, &want);
+        for rel in got {
+            assert!(rel < 1e-14, "{ranks} ranks: relative difference {rel:e}");
         }
     }
     // Without the overlapped exchange there is nothing to double-buffer.

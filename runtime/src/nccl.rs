@@ -41,7 +41,7 @@
 
 use crate::array::Array;
 use crate::cuda::CudaStorage;
-use crate::cuda::nccl::{CudaComm, UNIQUE_ID_BYTES, nccl_type};
+use crate::cuda::nccl::{AsyncWork, CudaComm, UNIQUE_ID_BYTES, all_reduce_call, nccl_type};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::storage::Storage;
@@ -242,6 +242,75 @@ impl NcclComm {
         Ok(x)
     }
 
+    /// Starts [`all_reduce`](Self::all_reduce) on the communicator's own stream and returns at
+    /// once: the all-reduce waits for the work queued so far on the device's stream (the
+    /// kernels that computed `x`), and the device's stream goes on beside it (PyTorch's NCCL
+    /// stream; how `kusari-mn`'s `pure_nccl` overlaps the gradients' exchange with backward).
+    /// [`PendingAllReduce::wait`] gives the result. In place when `x` is the only array holding
+    /// its buffer, as [`all_reduce_owned`](Self::all_reduce_owned); `x` is kept until the wait
+    /// either way, so that its buffer outlives the all-reduce.
+    ///
+    /// Every rank must start and call its collectives in the same order, as always; a
+    /// blocking call on this communicator first orders the device's stream after the
+    /// all-reduces started. On the emulated device the stand-in runs the all-reduce on a
+    /// thread of its own while the caller goes on.
+    ///
+    /// ```
+    /// use kusari::nccl::{NcclComm, ReduceOp, UniqueId};
+    /// use kusari::{Array, Device};
+    ///
+    /// kusari::cuda::emulate(2).unwrap();
+    /// if kusari::nccl::unavailable_reason().is_none() {
+    ///     let id = UniqueId::new().unwrap();
+    ///     std::thread::scope(|s| {
+    ///         for rank in 0..2 {
+    ///             s.spawn(move || {
+    ///                 let comm = NcclComm::new(Device::Cuda(rank), 2, rank, &id).unwrap();
+    ///                 let x = Array::from_vec(vec![rank as f32; 4], &[4]).unwrap();
+    ///                 let x = x.to_device(Device::Cuda(rank)).unwrap();
+    ///                 let pending = comm.start_all_reduce(x, ReduceOp::Avg).unwrap();
+    ///                 // ... more work on the device's stream here ...
+    ///                 let mean = pending.wait().unwrap();
+    ///                 assert_eq!(mean.to_vec::<f32>().unwrap(), vec![0.5; 4]);
+    ///             });
+    ///         }
+    ///     });
+    /// }
+    /// ```
+    pub fn start_all_reduce(&self, x: Array, op: ReduceOp) -> Result<PendingAllReduce> {
+        const OP: &str = "NcclComm::start_all_reduce";
+        self.reducible(OP, &x)?;
+        let in_place = x.owns_buffer()
+            && x.is_contiguous()
+            && x.layout().offset() == 0
+            && x.device() == self.device();
+        let input = self.input(OP, &x)?;
+        let output = if in_place {
+            None
+        } else {
+            Some(self.output(OP, x.shape(), x.dtype())?)
+        };
+        let out_buf = match &output {
+            Some((out, _)) => out,
+            None => input.buffer(),
+        };
+        // SAFETY: `PendingAllReduce` keeps the input and the output, which no other array
+        // holds (the output is new; the input is either read only or this array's alone),
+        // until its wait.
+        let call = all_reduce_call((input.buffer(), input.at), x.size(), out_buf, op);
+        let work = unsafe { self.inner.start(OP, call) }?;
+        let result = match output {
+            Some((out, layout)) => Array::from_storage(Storage::Cuda(out), layout),
+            None => input.array.clone(),
+        };
+        drop(x);
+        Ok(PendingAllReduce {
+            work,
+            result,
+            _input: input.array,
+        })
+    }
+
     /// Root's `x` on every rank, in a new array. Every rank passes an array of the root's
     /// shape and dtype; only the root's elements are read.
     pub fn broadcast(&self, x: &Array, root: usize) -> Result<Array> {
@@ -323,5 +392,180 @@ impl NcclComm {
                 self.size()
             ),
         })
+    }
+}
+
+/// An all-reduce running on its communicator's own stream: see
+/// [`NcclComm::start_all_reduce`]. Dropped without [`wait`](Self::wait), it still waits for the
+/// all-reduce (its buffers are freed after it) and discards the result.
+#[must_use = "the all-reduce's result comes from `wait`"]
+pub struct PendingAllReduce {
+    // Dropped first: the buffers below are freed only after the device's stream waits.
+    work: AsyncWork,
+    result: Array,
+    _input: Array,
+}
+
+impl PendingAllReduce {
+    /// The reduced array, once the device's stream is ordered after the all-reduce: kernels
+    /// that use it run after it (on a GPU this returns at once; on the emulated device, once
+    /// the stand-in has done it). An error of the all-reduce (on the emulated device, a broken
+    /// NCCL rule) is returned here.
+    pub fn wait(self) -> Result<Array> {
+        let PendingAllReduce {
+            work,
+            result,
+            _input,
+        } = self;
+        work.wait()?;
+        Ok(result)
+    }
+}
+
+impl std::fmt::Debug for PendingAllReduce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PendingAllReduce({:?} {} on {})",
+            self.result.shape(),
+            self.result.dtype(),
+            self.result.device()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// Runs `f(rank, comm)` on `n` ranks, each a thread on its own emulated device; `None`
+    /// (after saying why) where the emulated device cannot run.
+    fn ranks<T: Send>(n: usize, f: impl Fn(usize, &NcclComm) -> T + Sync) -> Option<Vec<T>> {
+        if crate::cuda::emulate(4).is_err() && !crate::cuda::is_emulated() {
+            eprintln!("SKIPPED: this process uses the CUDA driver, not the emulated device");
+            return None;
+        }
+        if let Some(why) = unavailable_reason() {
+            assert!(
+                !crate::testing::gpu_required(),
+                "NCCL's stand-in cannot run: {why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            return None;
+        }
+        let id = UniqueId::new().unwrap();
+        let f = &f;
+        Some(std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|rank| {
+                    s.spawn(move || {
+                        let comm = NcclComm::new(Device::Cuda(rank), n, rank, &id).unwrap();
+                        f(rank, &comm)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        }))
+    }
+
+    fn on(rank: usize, v: Vec<f32>) -> Array {
+        let n = v.len();
+        Array::from_vec(v, &[n])
+            .unwrap()
+            .to_device(Device::Cuda(rank))
+            .unwrap()
+    }
+
+    #[test]
+    fn nccl_start_all_reduce_returns_before_the_other_ranks_arrive() {
+        let Some(got) = ranks(2, |rank, comm| {
+            if rank == 1 {
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            let start = Instant::now();
+            let pending = comm
+                .start_all_reduce(on(rank, vec![rank as f32 + 1.0, 10.0]), ReduceOp::Sum)
+                .unwrap();
+            let returned = start.elapsed();
+            // The device's stream goes on meanwhile.
+            let other = on(rank, vec![2.0, 3.0]).mul_scalar(2.0).unwrap();
+            let sum = pending.wait().unwrap().to_vec::<f32>().unwrap();
+            (returned, sum, other.to_vec::<f32>().unwrap())
+        }) else {
+            return;
+        };
+        // Rank 0 started 400 ms before rank 1 joined: a blocking all-reduce would have held it.
+        assert!(got[0].0 < Duration::from_millis(200), "{:?}", got[0].0);
+        for (_, sum, other) in got {
+            assert_eq!(sum, vec![3.0, 20.0]);
+            assert_eq!(other, vec![4.0, 6.0]);
+        }
+    }
+
+    #[test]
+    fn nccl_start_all_reduce_in_place_or_beside_a_shared_input() {
+        let Some(got) = ranks(3, |rank, comm| {
+            let r = rank as f32;
+            // Held elsewhere too: reduced into a new buffer, the input left as it was.
+            let shared = on(rank, vec![r, -r, 1.0]);
+            let kept = shared.clone();
+            let mean = comm.start_all_reduce(shared, ReduceOp::Avg).unwrap();
+            // The only holder: in place.
+            let owned = on(rank, vec![2.0 * r, 5.0]);
+            let max = comm.start_all_reduce(owned, ReduceOp::Max).unwrap();
+            (
+                mean.wait().unwrap().to_vec::<f32>().unwrap(),
+                max.wait().unwrap().to_vec::<f32>().unwrap(),
+                kept.to_vec::<f32>().unwrap(),
+            )
+        }) else {
+            return;
+        };
+        for (rank, (mean, max, kept)) in got.into_iter().enumerate() {
+            let r = rank as f32;
+            assert_eq!(mean, vec![1.0, -1.0, 1.0]);
+            assert_eq!(max, vec![4.0, 5.0]);
+            assert_eq!(kept, vec![r, -r, 1.0]);
+        }
+    }
+
+    #[test]
+    fn nccl_a_blocking_call_comes_after_the_started_ones_and_errors_reach_the_wait() {
+        // Started, then blocking, on every rank: the stand-in would refuse a blocking call
+        // that overtook the started one (another count), so this passing shows the order.
+        let Some(got) = ranks(2, |rank, comm| {
+            let started = comm
+                .start_all_reduce(on(rank, vec![1.0; 3]), ReduceOp::Sum)
+                .unwrap();
+            let blocking = comm.all_reduce(&on(rank, vec![rank as f32; 5]), ReduceOp::Sum);
+            let dropped = comm.start_all_reduce(on(rank, vec![1.0; 2]), ReduceOp::Sum);
+            drop(dropped);
+            (
+                started.wait().unwrap().to_vec::<f32>().unwrap(),
+                blocking.unwrap().to_vec::<f32>().unwrap(),
+            )
+        }) else {
+            return;
+        };
+        for (started, blocking) in got {
+            assert_eq!(started, vec![2.0; 3]);
+            assert_eq!(blocking, vec![1.0; 5]);
+        }
+        // Ranks that start different counts: each one's wait says so.
+        let Some(errors) = ranks(2, |rank, comm| {
+            let pending = comm
+                .start_all_reduce(on(rank, vec![1.0; 3 + rank]), ReduceOp::Sum)
+                .unwrap();
+            pending.wait().unwrap_err().to_string()
+        }) else {
+            return;
+        };
+        for e in errors {
+            assert!(e.contains("NcclComm::start_all_reduce"), "{e}");
+            assert!(e.contains("different collectives"), "{e}");
+            assert!(e.contains("ncclAllReduce(4 ncclFloat32"), "{e}");
+        }
     }
 }

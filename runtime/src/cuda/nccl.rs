@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::device::{CudaDevice, device};
 use super::driver::DevicePtr;
-use super::driver::nccl::{Collective, Comm, NcclType, P2p, UniqueId};
+use super::driver::nccl::{Collective, Comm, Issued, NcclType, P2p, Side, UniqueId};
 use super::memory::CudaStorage;
 use crate::DType;
 use crate::error::{Error, Result};
@@ -68,13 +68,61 @@ pub(crate) fn unique_id(op: &str) -> Result<UniqueId> {
     })
 }
 
+/// The all-reduce of `count` elements of `x` from element `at` into `out`. `x`'s dtype must
+/// have an NCCL type.
+pub(crate) fn all_reduce_call(
+    (x, at): (&CudaStorage, usize),
+    count: usize,
+    out: &CudaStorage,
+    op: ReduceOp,
+) -> Collective {
+    Collective::AllReduce {
+        send: x.ptr_at(at),
+        recv: out.ptr_at(0),
+        count,
+        ty: nccl_type(x.dtype()).expect("the caller checked the dtype"),
+        op,
+    }
+}
+
 /// One rank of an NCCL communicator, on its device. Calls are serialised: NCCL allows one at a
 /// time on a communicator.
 pub(crate) struct CudaComm {
     device: Arc<CudaDevice>,
-    comm: Mutex<Comm>,
+    comm: Arc<Mutex<Comm>>,
+    /// The communicator's own stream, made by its first asynchronous call.
+    side: Mutex<Option<Arc<Side>>>,
     rank: usize,
     size: usize,
+}
+
+/// A collective issued on a communicator's own stream ([`CudaComm::start`]). Its
+/// buffers must live until it is [waited for](AsyncWork::wait); dropped, it waits.
+pub(crate) struct AsyncWork {
+    device: Arc<CudaDevice>,
+    side: Arc<Side>,
+    issued: Option<Issued>,
+    op: String,
+}
+
+impl AsyncWork {
+    /// Orders the device's stream after the collective: kernels queued from now on see its
+    /// result (on the emulated device, returns once it is done). Its error, where the driver
+    /// reports it here.
+    pub(crate) fn wait(mut self) -> Result<()> {
+        let issued = self.issued.take().expect("waited once");
+        let r = self.side.join(&self.device.backend, &issued);
+        self.device.check(r, || self.op.clone())
+    }
+}
+
+impl Drop for AsyncWork {
+    fn drop(&mut self) {
+        if let Some(issued) = self.issued.take() {
+            // The buffers are freed on the device's stream after this: it must wait first.
+            let _ = self.side.join(&self.device.backend, &issued);
+        }
+    }
 }
 
 impl CudaComm {
@@ -101,7 +149,8 @@ impl CudaComm {
             })?;
         Ok(CudaComm {
             device,
-            comm: Mutex::new(comm),
+            comm: Arc::new(Mutex::new(comm)),
+            side: Mutex::new(None),
             rank,
             size,
         })
@@ -131,7 +180,22 @@ impl CudaComm {
         }
     }
 
+    /// Orders the device's stream after the communicator's asynchronous calls so far, so that
+    /// a call on the device's stream comes after them.
+    fn after_async(&self, op: &str) -> Result<()> {
+        let side = self
+            .side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match side {
+            Some(side) => side.join_all(&self.device.backend).map_err(Self::fail(op)),
+            None => Ok(()),
+        }
+    }
+
     fn collective(&self, op: &str, c: Collective) -> Result<()> {
+        self.after_async(op)?;
         let comm = self.comm.lock().unwrap_or_else(PoisonError::into_inner);
         // SAFETY: the callers pass buffers of this device as large as `c` says, which they
         // hold until the work is done (a later use is ordered after it on the stream).
@@ -148,17 +212,36 @@ impl CudaComm {
         out: &CudaStorage,
         op: ReduceOp,
     ) -> Result<()> {
-        let ty = nccl_type(x.dtype()).expect("the caller checked the dtype");
-        self.collective(
-            op_name,
-            Collective::AllReduce {
-                send: x.ptr_at(at),
-                recv: out.ptr_at(0),
-                count,
-                ty,
-                op,
-            },
-        )
+        self.collective(op_name, all_reduce_call((x, at), count, out, op))
+    }
+
+    /// Issues `c` ([`all_reduce_call`]) on the communicator's own stream, once the work
+    /// queued on the device's stream so far is done, while the device's stream goes on.
+    ///
+    /// # Safety
+    /// `c`'s buffers live, nothing writes its send buffer and nothing reads or writes its
+    /// receive buffer, until the returned work is waited for.
+    pub(crate) unsafe fn start(&self, op_name: &str, c: Collective) -> Result<AsyncWork> {
+        let side = {
+            let mut side = self.side.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*side {
+                Some(s) => s.clone(),
+                None => {
+                    let made = Side::new(&self.device.backend, self.device.ordinal)
+                        .map_err(Self::fail(op_name))?;
+                    side.insert(Arc::new(made)).clone()
+                }
+            }
+        };
+        // SAFETY: the caller's contract: the buffers live and are left alone until the wait.
+        let issued = unsafe { side.collective(&self.device.backend, &self.comm, c) }
+            .map_err(Self::fail(op_name))?;
+        Ok(AsyncWork {
+            device: self.device.clone(),
+            side,
+            issued: Some(issued),
+            op: op_name.to_string(),
+        })
     }
 
     /// Root's `count` elements of `x` (from element `at`) into every rank's `out`.
@@ -234,6 +317,7 @@ impl CudaComm {
         if ops.is_empty() {
             return Ok(());
         }
+        self.after_async(op_name)?;
         let comm = self.comm.lock().unwrap_or_else(PoisonError::into_inner);
         // SAFETY: as in `collective`.
         unsafe { comm.group(&self.device.backend, &ops) }.map_err(Self::fail(op_name))

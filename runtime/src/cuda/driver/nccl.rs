@@ -14,6 +14,8 @@
 
 pub use super::nccl_types::ReduceOp;
 pub(crate) use super::nccl_types::{Collective, NcclType, P2p, UNIQUE_ID_BYTES, UniqueId};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use super::types::DriverResult;
 use super::{Backend, emulated, nccl_real};
 
@@ -82,6 +84,113 @@ impl Comm {
             // SAFETY: forwarded contract.
             (Comm::StandIn(m), Backend::Emulated(_)) => unsafe { m.group(ops) },
             _ => Err("the communicator belongs to another driver".to_string()),
+        }
+    }
+}
+
+/// A stream of a communicator's own beside the device's, on which its collectives run while
+/// the device's stream goes on (PyTorch's NCCL stream): on a GPU a CUDA stream, on the emulated
+/// device a thread ([`emulated::stream`]).
+pub(crate) enum Side {
+    Real(Arc<cudarc::driver::CudaStream>),
+    Emulated(emulated::stream::SideStream),
+}
+
+/// A collective issued on a [`Side`] stream: what the device's stream waits for.
+pub(crate) enum Issued {
+    /// An event recorded on the side stream after the collective.
+    Real(cudarc::driver::CudaEvent),
+    /// The side stream's ticket of the collective.
+    Emulated(u64),
+}
+
+fn event_err(e: cudarc::driver::DriverError) -> String {
+    e.to_string()
+}
+
+impl Side {
+    /// A new side stream on `backend`'s device (`cuda:{ordinal}`, for names).
+    pub(crate) fn new(backend: &Backend, ordinal: usize) -> DriverResult<Side> {
+        match backend {
+            Backend::Real(d) => d.new_side_stream().map(Side::Real),
+            Backend::Emulated(_) => {
+                emulated::stream::SideStream::new(format!("kusari NCCL stream, cuda:{ordinal}"))
+                    .map(Side::Emulated)
+            }
+        }
+    }
+
+    /// Issues `c` of `comm` on this stream, after the work queued on the device's stream so far
+    /// (the kernels that wrote its buffers); returns at once.
+    ///
+    /// # Safety
+    /// As [`Comm::collective`]; the buffers live, and nothing else writes them or (for the
+    /// receive buffer) reads them, until [`Side::join`] of what this returns.
+    pub(crate) unsafe fn collective(
+        &self,
+        backend: &Backend,
+        comm: &Arc<Mutex<Comm>>,
+        c: Collective,
+    ) -> DriverResult<Issued> {
+        match (self, backend) {
+            (Side::Real(side), Backend::Real(d)) => {
+                let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+                let inputs_ready = d.stream().record_event(flags).map_err(event_err)?;
+                side.wait(&inputs_ready).map_err(event_err)?;
+                let guard = comm.lock().unwrap_or_else(PoisonError::into_inner);
+                let Comm::Real(rc) = &*guard else {
+                    return Err("the communicator belongs to another driver".to_string());
+                };
+                let stream = side.cu_stream() as cudarc::nccl::sys::cudaStream_t;
+                // SAFETY: forwarded contract; the side stream waits for the device's.
+                unsafe { rc.collective_on(d, stream, &c) }?;
+                side.record_event(flags)
+                    .map(Issued::Real)
+                    .map_err(event_err)
+            }
+            (Side::Emulated(side), Backend::Emulated(_)) => {
+                let comm = comm.clone();
+                side.submit(Box::new(move || {
+                    let guard = comm.lock().unwrap_or_else(PoisonError::into_inner);
+                    match &*guard {
+                        // SAFETY: forwarded contract: the buffers live until the wait.
+                        Comm::StandIn(m) => unsafe { m.collective(&c) },
+                        Comm::Real(_) => {
+                            Err("the communicator belongs to another driver".to_string())
+                        }
+                    }
+                }))
+                .map(Issued::Emulated)
+            }
+            _ => Err("the stream belongs to another driver".to_string()),
+        }
+    }
+
+    /// Orders the device's stream after `issued` (on the emulated device, waits for it); the
+    /// collective's error, where the driver reports it here.
+    pub(crate) fn join(&self, backend: &Backend, issued: &Issued) -> DriverResult<()> {
+        match (self, backend, issued) {
+            (Side::Real(_), Backend::Real(d), Issued::Real(event)) => {
+                d.stream().wait(event).map_err(event_err)
+            }
+            (Side::Emulated(side), Backend::Emulated(_), Issued::Emulated(ticket)) => {
+                side.wait(*ticket)
+            }
+            _ => Err("the work belongs to another driver".to_string()),
+        }
+    }
+
+    /// Orders the device's stream after everything issued on this one so far: a call the
+    /// communicator then makes on the device's stream comes after them, as NCCL needs one
+    /// communicator's calls in one order.
+    pub(crate) fn join_all(&self, backend: &Backend) -> DriverResult<()> {
+        match (self, backend) {
+            (Side::Real(side), Backend::Real(d)) => d.stream().join(side).map_err(event_err),
+            (Side::Emulated(side), Backend::Emulated(_)) => {
+                side.drain();
+                Ok(())
+            }
+            _ => Err("the stream belongs to another driver".to_string()),
         }
     }
 }

@@ -108,7 +108,7 @@ impl RealComm {
     }
 
     fn stream(device: &RealDevice) -> sys::cudaStream_t {
-        device.cu_stream() as sys::cudaStream_t
+        device.stream().cu_stream() as sys::cudaStream_t
     }
 
     /// # Safety
@@ -118,8 +118,21 @@ impl RealComm {
         device: &RealDevice,
         c: &Collective,
     ) -> DriverResult<()> {
+        // SAFETY: forwarded contract; the device's own stream.
+        unsafe { self.collective_on(device, Self::stream(device), c) }
+    }
+
+    /// `c` issued on `stream`, a stream of `device`.
+    ///
+    /// # Safety
+    /// See `Comm::collective`; the buffers' last writes are ordered before `stream`'s work.
+    pub(crate) unsafe fn collective_on(
+        &self,
+        device: &RealDevice,
+        stream: sys::cudaStream_t,
+        c: &Collective,
+    ) -> DriverResult<()> {
         device.bind()?;
-        let stream = Self::stream(device);
         let p = |ptr: u64| ptr as *mut c_void;
         // SAFETY: the caller's contract: the buffers are this device's and large enough.
         unsafe {

@@ -174,8 +174,16 @@ impl RealDevice {
 
     /// The stream every operation on this device is ordered on (NCCL's work joins it).
     #[cfg(feature = "nccl")]
-    pub(crate) fn cu_stream(&self) -> sys::CUstream {
-        self.stream.cu_stream()
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// A new stream beside the device's (non-blocking: it does not wait for the legacy
+    /// default stream), for work that overlaps the device's stream's.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn new_side_stream(&self) -> DriverResult<Arc<CudaStream>> {
+        self.bind()?;
+        self.ctx.new_stream().map_err(err)
     }
 
     pub(crate) fn alloc(&self, bytes: usize) -> DriverResult<DevicePtr> {

@@ -18,8 +18,9 @@
 //! - **NCCL** (`nccl`, feature `nccl`): a stand-in, a test double that enforces NCCL's rules,
 //!   with the ranks as threads of this process.
 //!
-//! Work is done when it is issued (the stream is always idle). Anything not emulated is an
-//! error naming it.
+//! Work is done when it is issued (the device's stream is always idle); work a GPU would queue on
+//! a stream of its own (an NCCL communicator's asynchronous collectives) runs on a thread of its
+//! own ([`stream`]). Anything not emulated is an error naming it.
 
 mod blas;
 pub(crate) mod checks;
@@ -28,6 +29,8 @@ mod memory;
 #[cfg(feature = "nccl")]
 pub(crate) mod nccl;
 mod run;
+#[cfg(feature = "nccl")]
+pub(crate) mod stream;
 
 #[cfg(all(test, feature = "nccl"))]
 mod nccl_tests;
