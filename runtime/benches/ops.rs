@@ -5,8 +5,8 @@
 //! and float64:
 //!
 //! - `ops_{f32,f64}_fwd`: the array operation alone (`Array::exp`, `&x * &w`, `Array::sum`,
-//!   ...; softmax, its loss and the activations `gelu`, `elu`, `leaky_relu` through their
-//!   functions with backprop off).
+//!   ...; softmax, its loss, dropout and the activations `gelu`, `elu`, `leaky_relu` through
+//!   their functions with backprop off).
 //! - `ops_{f32,f64}_fwdbwd`: the differentiable function on a `Variable`, its sum, and the
 //!   backward pass: `F::sum(&F::exp(&x)?)?.backward()`.
 //! - `ops_matmul`: `a @ b` at an MLP's shape (64×784 · 784×256), the square one
@@ -183,6 +183,14 @@ const OPS: &[Op] = &[
         second: Second::None,
         array: |a, _| no_graph(|| F::gelu(&Variable::new(a.clone()))),
         var: |a, _| F::gelu(a),
+    },
+    // Dropout in training mode (ratio 0.2): the mask drawn on the host, then the product.
+    Op {
+        name: "dropout",
+        range: (-1.0, 1.0),
+        second: Second::None,
+        array: |a, _| no_graph(|| F::dropout(&Variable::new(a.clone()), 0.2)),
+        var: |a, _| F::dropout(a, 0.2),
     },
     Op {
         name: "elu",

@@ -53,6 +53,7 @@ def ops_table(torch):
         "pow_scalar": ((0.01, 10), None, lambda a, b: torch.pow(a, 2.5)),
         "relu": ((-1, 1), None, lambda a, b: torch.relu(a)),
         "gelu": ((-3, 3), None, lambda a, b: F.gelu(a)),
+        "dropout": ((-1, 1), None, lambda a, b: F.dropout(a, 0.2, training=True)),
         "elu": ((-3, 3), None, lambda a, b: F.elu(a, 1.0)),
         "leaky_relu": ((-1, 1), None, lambda a, b: F.leaky_relu(a, 0.2)),
         "sum": ((-1, 1), None, lambda a, b: a.sum()),
