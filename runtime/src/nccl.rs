@@ -191,6 +191,15 @@ impl NcclComm {
         Ok(Input { array, at })
     }
 
+    /// Whether `x` can be reduced in its own buffer: the only array holding it, contiguous
+    /// from its start, on this communicator's device.
+    fn reduces_in_place(&self, x: &Array) -> bool {
+        x.owns_buffer()
+            && x.is_contiguous()
+            && x.layout().offset() == 0
+            && x.device() == self.device()
+    }
+
     fn reducible(&self, op: &'static str, x: &Array) -> Result<()> {
         if reduces(x.dtype()) {
             return Ok(());
@@ -231,9 +240,7 @@ impl NcclComm {
     /// holding it (a packed gradient bucket): no second buffer.
     pub fn all_reduce_owned(&self, x: Array, op: ReduceOp) -> Result<Array> {
         const OP: &str = "NcclComm::all_reduce_owned";
-        if !(x.owns_buffer() && x.is_contiguous() && x.layout().offset() == 0)
-            || x.device() != self.device()
-        {
+        if !self.reduces_in_place(&x) {
             return self.all_reduce(&x, op);
         }
         self.reducible(OP, &x)?;
@@ -280,10 +287,7 @@ impl NcclComm {
     pub fn start_all_reduce(&self, x: Array, op: ReduceOp) -> Result<PendingAllReduce> {
         const OP: &str = "NcclComm::start_all_reduce";
         self.reducible(OP, &x)?;
-        let in_place = x.owns_buffer()
-            && x.is_contiguous()
-            && x.layout().offset() == 0
-            && x.device() == self.device();
+        let in_place = self.reduces_in_place(&x);
         let input = self.input(OP, &x)?;
         let output = if in_place {
             None
