@@ -111,6 +111,25 @@ impl Array {
         Arc::strong_count(&self.storage) == 1 && Arc::weak_count(&self.storage) == 0
     }
 
+    /// The elements in C order as one host slice, if the array is on the host, of `T`'s dtype
+    /// and C-contiguous.
+    pub(crate) fn host_slice<T: Element>(&self) -> Option<&[T]> {
+        match &*self.storage {
+            Storage::Cpu(c) => Some(&c.as_slice::<T>()?[self.layout.contiguous_range()?]),
+            Storage::Cuda(_) => None,
+        }
+    }
+
+    /// [`host_slice`](Self::host_slice), writable, if this array is also the only holder of
+    /// its buffer (no other array or weak handle sees the writes).
+    pub(crate) fn host_slice_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        let range = self.layout.contiguous_range()?;
+        match Arc::get_mut(&mut self.storage)? {
+            Storage::Cpu(c) => Some(&mut c.as_mut_slice::<T>()?[range]),
+            Storage::Cuda(_) => None,
+        }
+    }
+
     /// A view of the same buffer with another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Self {
         Array {

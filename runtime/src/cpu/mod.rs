@@ -13,6 +13,7 @@ pub(crate) mod jit;
 mod linalg;
 mod math;
 mod ops;
+pub(crate) mod optim;
 pub(crate) mod pool;
 mod reduce;
 mod softmax;

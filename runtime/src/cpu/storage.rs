@@ -10,6 +10,27 @@ use half::{bf16, f16};
 use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder};
 use std::any::Any;
 
+/// `$body` with `$v` bound to the vector of whichever variant `$storage` is.
+macro_rules! each_vec {
+    ($storage:expr, $v:ident => $body:expr) => {
+        match $storage {
+            CpuStorage::Bool($v) => $body,
+            CpuStorage::I8($v) => $body,
+            CpuStorage::I16($v) => $body,
+            CpuStorage::U8($v) => $body,
+            CpuStorage::U16($v) => $body,
+            CpuStorage::U32($v) => $body,
+            CpuStorage::U64($v) => $body,
+            CpuStorage::I32($v) => $body,
+            CpuStorage::I64($v) => $body,
+            CpuStorage::F16($v) => $body,
+            CpuStorage::BF16($v) => $body,
+            CpuStorage::F32($v) => $body,
+            CpuStorage::F64($v) => $body,
+        }
+    };
+}
+
 /// A host buffer of one dtype.
 #[derive(Debug, Clone)]
 pub(crate) enum CpuStorage {
@@ -31,21 +52,7 @@ pub(crate) enum CpuStorage {
 impl Drop for CpuStorage {
     /// Large buffers go back to the pool for the next array of the same dtype and length.
     fn drop(&mut self) {
-        match self {
-            CpuStorage::Bool(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::I8(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::I16(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::U8(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::U16(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::U32(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::U64(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::I32(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::I64(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::F16(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::BF16(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::F32(v) => pool::recycle(std::mem::take(v)),
-            CpuStorage::F64(v) => pool::recycle(std::mem::take(v)),
-        }
+        each_vec!(self, v => pool::recycle(std::mem::take(v)))
     }
 }
 
@@ -93,22 +100,14 @@ impl CpuStorage {
 
     /// The whole buffer as `&[T]`, if `T` is its element type.
     pub(crate) fn as_slice<T: Element>(&self) -> Option<&[T]> {
-        let any: &dyn Any = match self {
-            CpuStorage::Bool(v) => v,
-            CpuStorage::I8(v) => v,
-            CpuStorage::I16(v) => v,
-            CpuStorage::U8(v) => v,
-            CpuStorage::U16(v) => v,
-            CpuStorage::U32(v) => v,
-            CpuStorage::U64(v) => v,
-            CpuStorage::I32(v) => v,
-            CpuStorage::I64(v) => v,
-            CpuStorage::F16(v) => v,
-            CpuStorage::BF16(v) => v,
-            CpuStorage::F32(v) => v,
-            CpuStorage::F64(v) => v,
-        };
+        let any: &dyn Any = each_vec!(self, v => v);
         any.downcast_ref::<Vec<T>>().map(Vec::as_slice)
+    }
+
+    /// The whole buffer as `&mut [T]`, if `T` is its element type.
+    pub(crate) fn as_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {
+        let any: &mut dyn Any = each_vec!(self, v => v);
+        any.downcast_mut::<Vec<T>>().map(Vec::as_mut_slice)
     }
 }
 

@@ -260,6 +260,25 @@ fn adam_follows_its_rule() -> Result<()> {
     Ok(())
 }
 
+/// Adam's step at `t` as array operations (the rule's array form): the new `w`, with the
+/// moments `m` and `v` moved on.
+fn adam_array_form(
+    opt: &Adam,
+    t: u64,
+    g: &Array,
+    w: Array,
+    m: &mut Array,
+    v: &mut Array,
+) -> Result<Array> {
+    *m = m.add(&g.sub(m)?.mul_scalar(1.0 - opt.beta1)?)?;
+    *v = v.add(&g.mul(g)?.sub(v)?.mul_scalar(1.0 - opt.beta2)?)?;
+    let step = m
+        .mul_scalar(opt.lr(t))?
+        .div(&v.sqrt()?.add_scalar(opt.eps)?)?;
+    let step = step.add(&w.mul_scalar(opt.weight_decay_rate)?)?;
+    w.sub(&step.mul_scalar(opt.eta)?)
+}
+
 /// Adam without AMSGrad updates in one elementwise pass (one kernel on CUDA): on the host it
 /// must give the bits of the rule written as array operations, on CUDA the same values to
 /// the last places (NVRTC may fuse a multiply and an add).
@@ -279,13 +298,7 @@ fn adam_in_one_pass_gives_its_array_form() -> Result<()> {
                 backprop(&link, ga, gb)?;
                 let g = link.a.grad().unwrap();
                 opt.update(&link)?;
-                m = m.add(&g.sub(&m)?.mul_scalar(1.0 - opt.beta1)?)?;
-                v = v.add(&g.mul(&g)?.sub(&v)?.mul_scalar(1.0 - opt.beta2)?)?;
-                let step = m
-                    .mul_scalar(opt.lr(t))?
-                    .div(&v.sqrt()?.add_scalar(opt.eps)?)?;
-                let step = step.add(&w.mul_scalar(opt.weight_decay_rate)?)?;
-                w = w.sub(&step.mul_scalar(opt.eta)?)?;
+                w = adam_array_form(&opt, t, &g, w, &mut m, &mut v)?;
                 let (got, want) = (values(&link.a), w.to_f64_vec()?);
                 if device == Device::Cpu {
                     assert_eq!(got, want, "{dtype} step {t}");
@@ -293,6 +306,49 @@ fn adam_in_one_pass_gives_its_array_form() -> Result<()> {
                     assert_close(&got, &want, tolerance(dtype));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// One parameter of `n` elements, for the host's fused step over several threads' chunks.
+struct Wide {
+    w: Parameter,
+}
+
+impl Link for Wide {
+    fn visit_params<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        f(format!("{prefix}/w"), &self.w);
+    }
+}
+
+/// The host's Adam step on a parameter large enough to be split into chunks run in parallel
+/// (with a last chunk shorter than the others) gives, element for element, the bits of the rule
+/// written as array operations.
+#[test]
+fn adam_on_a_large_host_parameter_gives_its_array_form() -> Result<()> {
+    let n = 70_001;
+    let wave = |k: f64| -> Vec<f64> { (0..n).map(|i| (i as f64 * k).sin()).collect() };
+    for dtype in [DType::F32, DType::F64] {
+        let mut opt = Adam::new().alpha(0.05).weight_decay_rate(0.1).eta(0.5);
+        let link = Wide {
+            w: param(&wave(0.37), dtype, Device::Cpu)?,
+        };
+        let mut w = link.w.array()?;
+        let (mut m, mut v) = (w.zeros_like()?, w.zeros_like()?);
+        for t in 1..=3u64 {
+            link.cleargrads();
+            let c = Variable::constant(array(&wave(0.11 * t as f64), dtype, Device::Cpu)?);
+            F::sum(&(&link.w.variable()? * &c)?)?.backward()?;
+            let g = link.w.grad().unwrap();
+            opt.update(&link)?;
+            w = adam_array_form(&opt, t, &g, w, &mut m, &mut v)?;
+            let (got, want) = (values(&link.w), w.to_f64_vec()?);
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                differ, 0,
+                "{dtype} step {t}: {differ} of {n} elements differ"
+            );
         }
     }
     Ok(())

@@ -2,10 +2,13 @@
 
 use super::gradient_method::{GradientMethod, UpdateRule};
 use super::{Hook, Optimizer};
+use crate::cpu::optim::AdamCoefficients;
+use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::functions::ElementwiseOp;
 use crate::link::Link;
-use crate::{Array, DType};
+use crate::{Array, DType, Device};
+use num_traits::Float;
 
 /// Adam (Chainer's `Adam`, from Kingma & Ba), with Chainer's bias correction folded into the
 /// step size. At step `t`, for each parameter with gradient `g`:
@@ -193,6 +196,62 @@ impl AdamRule {
     }
 }
 
+impl AdamRule {
+    /// [`ADAM_STEP`] on the host as one loop with the moments updated in place
+    /// ([`crate::cpu::optim::adam`]: the same operations in the same order, so the same bits,
+    /// without the elementwise op's dispatch and fresh moments at each step). `None` where it
+    /// does not apply: an array on a GPU, of another dtype or shape, or a gradient or value that
+    /// is not contiguous.
+    fn host_step<T: Element + Float>(
+        &self,
+        t: u64,
+        value: &Array,
+        grad: &Array,
+        m: &mut Array,
+        v: &mut Array,
+    ) -> Result<Option<Array>> {
+        let shape = value.shape();
+        if [grad.shape(), m.shape(), v.shape()]
+            .iter()
+            .any(|s| *s != shape)
+        {
+            return Ok(None);
+        }
+        let (Some(g), Some(x)) = (grad.host_slice::<T>(), value.host_slice::<T>()) else {
+            return Ok(None);
+        };
+        for s in [&mut *m, &mut *v] {
+            if s.host_slice_mut::<T>().is_none() {
+                // Shared (a snapshot of the optimizer's state) or not contiguous: a buffer of
+                // its own, once.
+                if s.device() != Device::Cpu || s.dtype() != T::DTYPE {
+                    return Ok(None);
+                }
+                *s = Array::from_cpu_vec(s.to_vec::<T>()?, shape);
+            }
+        }
+        let (Some(ms), Some(vs)) = (m.host_slice_mut::<T>(), v.host_slice_mut::<T>()) else {
+            return Ok(None);
+        };
+        let c = |f: f64| <T as Element>::from_f64(f);
+        let out = crate::cpu::optim::adam(
+            g,
+            x,
+            ms,
+            vs,
+            AdamCoefficients {
+                b1c: c(1.0 - self.beta1),
+                b2c: c(1.0 - self.beta2),
+                lr: c(self.lr(t)),
+                eps: c(self.eps),
+                wd: c(self.weight_decay_rate),
+                eta: c(self.eta),
+            },
+        )?;
+        Ok(Some(Array::from_cpu_vec(out, shape)))
+    }
+}
+
 /// Adam's step without AMSGrad, as one elementwise op: the moments' updates and the new value,
 /// each operation of [`AdamRule::apply`]'s array form in its order.
 static ADAM_STEP: ElementwiseOp = ElementwiseOp::new(
@@ -221,8 +280,10 @@ impl UpdateRule for AdamRule {
             }
         }
         // Checks that eps does not underflow in the parameter's dtype (Chainer's _check_eps).
-        let eps_in_dtype = Array::full(&[], self.eps, value.dtype())?.to_f64_vec()?;
-        if self.eps != 0.0 && eps_in_dtype.first() == Some(&0.0) {
+        let eps_in_dtype = crate::dtype::with_dtype!(value.dtype(), T => {
+            <T as Element>::from_f64(self.eps).to_f64()
+        });
+        if self.eps != 0.0 && eps_in_dtype == 0.0 {
             return Err(Error::InvalidArgument {
                 op: "Adam".to_string(),
                 msg: format!(
@@ -257,6 +318,13 @@ impl UpdateRule for AdamRule {
     fn apply(&self, t: u64, value: &Array, grad: &Array, state: &mut AdamState) -> Result<Array> {
         let AdamState { m, v, vhat } = state;
         if vhat.is_none() && matches!(value.dtype(), DType::F32 | DType::F64) {
+            let host = match value.dtype() {
+                DType::F32 => self.host_step::<f32>(t, value, grad, m, v)?,
+                _ => self.host_step::<f64>(t, value, grad, m, v)?,
+            };
+            if let Some(new_value) = host {
+                return Ok(new_value);
+            }
             // One pass (one kernel on CUDA) instead of fifteen array operations, the same
             // operations in the same order: the same bits on the host.
             let mut out = ADAM_STEP.forward(
