@@ -13,6 +13,9 @@
 //!   (512×1024 · 1024×1024) and a transformer block's feed-forward (512×768 · 768×3072), float32
 //!   and float64, forward and forward + backward.
 //! - `ops_train_step`: `h = tanh(x * w + b); sum(sigmoid(h)).backward()` on 1024×1024 float32.
+//! - `ops_adam`: one `Adam::update` over a set of parameters whose gradients are set: the digits
+//!   MLP's six (64×64, 64, 64×64, 64, 10×64, 10: small parameters, where a call's overhead
+//!   counts), one of 1M and one of 16M elements, float32 and float64.
 //!
 //! Run: `cargo bench -p kusari --bench ops` (a criterion filter picks some:
 //! `cargo bench -p kusari --bench ops -- 'ops_f32_fwd/exp'`), then
@@ -22,6 +25,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use kusari::link::optimizers::{Adam, Optimizer};
+use kusari::link::{Link, Parameter};
 use kusari::prelude::*;
 use kusari::random::Rng;
 
@@ -391,5 +396,61 @@ fn bench_train_step(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_ops, bench_matmul, bench_train_step);
+/// The parameter sets of `ops_adam`: a label and the shapes.
+const ADAM_SETS: [(&str, &[&[usize]]); 3] = [
+    (
+        "mlp_digits",
+        &[&[64, 64], &[64], &[64, 64], &[64], &[10, 64], &[10]],
+    ),
+    ("1M", &[&[1024, 1024]]),
+    ("16M", &[&[16 * 1024, 1024]]),
+];
+
+/// Parameters visited under `/0`, `/1`, ...
+struct Params(Vec<Parameter>);
+
+impl Link for Params {
+    fn visit_params<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        for (i, p) in self.0.iter().enumerate() {
+            f(format!("{prefix}/{i}"), p);
+        }
+    }
+}
+
+fn bench_adam(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ops_adam");
+    configure(&mut group);
+    for dtype in [DType::F32, DType::F64] {
+        let short = dtype.to_string().replace("float", "f");
+        for (label, shapes) in ADAM_SETS {
+            let params = Params(
+                shapes
+                    .iter()
+                    .zip(10..)
+                    .map(|(shape, seed)| {
+                        let p = Parameter::from_array(uniform(shape, -1.0, 1.0, dtype, seed));
+                        let g = uniform(shape, -1.0, 1.0, dtype, seed + 100);
+                        p.variable()
+                            .and_then(|v| v.set_grad_array(g))
+                            .expect("a gradient");
+                        p
+                    })
+                    .collect(),
+            );
+            let mut opt = Adam::new();
+            group.bench_function(format!("{label}_{short}"), |bench| {
+                bench.iter(|| opt.update(&params).expect("update"))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_ops,
+    bench_matmul,
+    bench_train_step,
+    bench_adam
+);
 criterion_main!(benches);

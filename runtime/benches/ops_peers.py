@@ -9,7 +9,9 @@ Each PyTorch figure is the median over 10 samples of a batch of calls long enoug
 30 ms, after a warm-up, as criterion measures kusari's. Forward is the operation on tensors that
 require no gradient; forward + backward is the operation on tensors that do, `.sum()`, and
 `.backward()` (gradients cleared before each call), as `ops.rs` does with `F::sum` and
-`Variable::backward`.
+`Variable::backward`. An Adam row is one `optimizer.step()` over parameters whose gradients are
+set, PyTorch's fastest of its three CPU implementations (the loop over parameters, `foreach`
+and `fused`), against one `Adam::update` in `ops.rs`.
 
     python3 runtime/benches/ops_peers.py                  # the bench, then the table
     python3 runtime/benches/ops_peers.py --no-run         # the table from the last bench run
@@ -72,6 +74,13 @@ MATMULS = [
     ("mlp_64x784x256", (64, 784), (784, 256)),
     ("square_512x1024x1024", (512, 1024), (1024, 1024)),
     ("ffn_512x768x3072", (512, 768), (768, 3072)),
+]
+
+
+ADAM_SETS = [
+    ("mlp_digits", [(64, 64), (64,), (64, 64), (64,), (10, 64), (10,)]),
+    ("1M", [(1024, 1024)]),
+    ("16M", [(16 * 1024, 1024)]),
 ]
 
 
@@ -157,6 +166,25 @@ def torch_times(torch, threads, name_filter):
             torch.sigmoid(h).sum().backward()
 
         out[key] = median_seconds(step)
+    # One Adam step over parameters whose gradients are set; PyTorch's fastest of its three
+    # implementations on the CPU (the loop over parameters, `foreach`, `fused`).
+    for dtype, short in ((torch.float32, "f32"), (torch.float64, "f64")):
+        for label, shapes in ADAM_SETS:
+            key = f"ops_adam/{label}_{short}"
+            if name_filter and name_filter not in key:
+                continue
+            best = None
+            for variant in ({}, {"foreach": True}, {"fused": True}):
+                params = [uniform(s, -1, 1, dtype).requires_grad_() for s in shapes]
+                for p in params:
+                    p.grad = uniform(p.shape, -1, 1, dtype)
+                try:
+                    opt = torch.optim.Adam(params, **variant)
+                    t = median_seconds(opt.step)
+                except RuntimeError:
+                    continue  # a variant this build or dtype lacks
+                best = t if best is None else min(best, t)
+            out[key] = best
     return out
 
 

@@ -222,7 +222,7 @@ impl AdamRule {
         };
         for s in [&mut *m, &mut *v] {
             if s.host_slice_mut::<T>().is_none() {
-                // Shared (a snapshot of the optimizer's state) or not contiguous: a buffer of
+                // Shared with another holder, or not contiguous: a buffer of
                 // its own, once.
                 if s.device() != Device::Cpu || s.dtype() != T::DTYPE {
                     return Ok(None);
