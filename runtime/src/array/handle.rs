@@ -115,7 +115,7 @@ impl Array {
     /// and C-contiguous.
     pub(crate) fn host_slice<T: Element>(&self) -> Option<&[T]> {
         match &*self.storage {
-            Storage::Cpu(c) => Some(&c.as_slice::<T>()?[self.layout.contiguous_range()?]),
+            Storage::Cpu(c) => c.typed::<T>("host_slice", &self.layout).ok()?.contiguous(),
             Storage::Cuda(_) => None,
         }
     }
