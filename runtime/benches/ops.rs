@@ -16,6 +16,9 @@
 //! - `ops_adam`: one `Adam::update` over a set of parameters whose gradients are set: the digits
 //!   MLP's six (64×64, 64, 64×64, 64, 10×64, 10: small parameters, where a call's overhead
 //!   counts), one of 1M and one of 16M elements, float32 and float64.
+//! - `ops_mlp_step`: one training step of that MLP (three `F::linear`, leaky ReLU and dropout
+//!   between, softmax cross-entropy, backward, `Adam::update`) at batch 8 and 64, float32: the
+//!   work of one rank of `mn/examples/data_parallel.rs`, mostly fixed costs per step.
 //!
 //! Run: `cargo bench -p kusari --bench ops` (a criterion filter picks some:
 //! `cargo bench -p kusari --bench ops -- 'ops_f32_fwd/exp'`), then
@@ -446,11 +449,73 @@ fn bench_adam(c: &mut Criterion) {
     group.finish();
 }
 
+/// An MLP of the digits' sizes (64 → 64 → 64 → 10, leaky ReLU and dropout between), its
+/// weights as parameters.
+#[derive(kusari::Link)]
+struct MlpParams {
+    w1: Parameter,
+    b1: Parameter,
+    w2: Parameter,
+    b2: Parameter,
+    w3: Parameter,
+    b3: Parameter,
+}
+
+impl MlpParams {
+    fn new() -> MlpParams {
+        let p = |shape: &[usize], seed| {
+            Parameter::from_array(uniform(shape, -0.1, 0.1, DType::F32, seed))
+        };
+        MlpParams {
+            w1: p(&[64, 64], 20),
+            b1: p(&[64], 21),
+            w2: p(&[64, 64], 22),
+            b2: p(&[64], 23),
+            w3: p(&[10, 64], 24),
+            b3: p(&[10], 25),
+        }
+    }
+
+    fn loss(&self, x: &Variable, t: &Array) -> Result<Variable> {
+        let layer = |h: &Variable, w: &Parameter, b: &Parameter| {
+            F::linear(h, &w.variable()?, Some(&b.variable()?))
+        };
+        let hidden = |h: &Variable, w, b| F::dropout(&F::leaky_relu(&layer(h, w, b)?, 0.1)?, 0.2);
+        let h = hidden(x, &self.w1, &self.b1)?;
+        let h = hidden(&h, &self.w2, &self.b2)?;
+        F::softmax_cross_entropy(&layer(&h, &self.w3, &self.b3)?, t)
+    }
+}
+
+/// One training step of the digits MLP (forward, loss, backward, Adam) at batch 8 and 64, float32:
+/// what one rank of `mn/examples/data_parallel.rs` repeats, its fixed cost per step the
+/// multi-node speed budget turns on.
+fn bench_mlp_step(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ops_mlp_step");
+    configure(&mut group);
+    for batch in [8usize, 64] {
+        let model = MlpParams::new();
+        let x = Variable::constant(uniform(&[batch, 64], 0.0, 1.0, DType::F32, 26));
+        let labels: Vec<i64> = (0..batch as i64).map(|i| (i * 7) % 10).collect();
+        let t = Array::from_vec(labels, &[batch]).expect("labels");
+        let mut opt = Adam::new();
+        group.bench_function(format!("digits_b{batch}_f32"), |bench| {
+            bench.iter(|| {
+                model.cleargrads();
+                model.loss(&x, &t)?.backward()?;
+                opt.update(&model)
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bench_ops,
     bench_matmul,
     bench_train_step,
-    bench_adam
+    bench_adam,
+    bench_mlp_step
 );
 criterion_main!(benches);

@@ -11,7 +11,9 @@ require no gradient; forward + backward is the operation on tensors that do, `.s
 `.backward()` (gradients cleared before each call), as `ops.rs` does with `F::sum` and
 `Variable::backward`. An Adam row is one `optimizer.step()` over parameters whose gradients are
 set, PyTorch's fastest of its three CPU implementations (the loop over parameters, `foreach`
-and `fused`), against one `Adam::update` in `ops.rs`.
+and `fused`), against one `Adam::update` in `ops.rs`. An MLP-step row is one training step of
+the same MLP as `torch.nn.Sequential` (zero_grad, forward, cross-entropy, backward, Adam's
+step, its fastest variant), dropout in training mode.
 
     python3 runtime/benches/ops_peers.py                  # the bench, then the table
     python3 runtime/benches/ops_peers.py --no-run         # the table from the last bench run
@@ -185,6 +187,33 @@ def torch_times(torch, threads, name_filter):
                     continue  # a variant this build or dtype lacks
                 best = t if best is None else min(best, t)
             out[key] = best
+    # One training step of the digits MLP (ops_mlp_step): forward, loss, backward, Adam.
+    for batch in (8, 64):
+        key = f"ops_mlp_step/digits_b{batch}_f32"
+        if name_filter and name_filter not in key:
+            continue
+        nn = torch.nn
+        model = nn.Sequential(nn.Linear(64, 64), nn.LeakyReLU(0.1), nn.Dropout(0.2),
+                              nn.Linear(64, 64), nn.LeakyReLU(0.1), nn.Dropout(0.2),
+                              nn.Linear(64, 10))
+        model.train()
+        x = uniform((batch, 64), 0, 1, torch.float32)
+        t = torch.tensor([(i * 7) % 10 for i in range(batch)], dtype=torch.int64)
+        best = None
+        for variant in ({}, {"foreach": True}, {"fused": True}):
+            try:
+                opt = torch.optim.Adam(model.parameters(), **variant)
+
+                def train_step():
+                    opt.zero_grad(set_to_none=True)
+                    nn.functional.cross_entropy(model(x), t).backward()
+                    opt.step()
+
+                s = median_seconds(train_step)
+            except RuntimeError:
+                continue
+            best = s if best is None else min(best, s)
+        out[key] = best
     return out
 
 

@@ -47,11 +47,13 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
     let count: usize = batch.iter().product();
     let len = count * n * m;
     let mut out: Vec<T> = super::pool::alloc(op, len)?;
-    out.resize(len, T::zero());
+    let float = [TypeId::of::<f32>(), TypeId::of::<f64>()].contains(&TypeId::of::<T>());
+    if n * m == 0 || k == 0 || !float {
+        out.resize(len, T::zero());
+    }
     if n * m == 0 || k == 0 {
         return Ok(out);
     }
-    let float = [TypeId::of::<f32>(), TypeId::of::<f64>()].contains(&TypeId::of::<T>());
     let parallel = n.saturating_mul(k).saturating_mul(m) >= PAR_MIN_FLOPS;
     if float {
         reserve_workspace::<T>(op, (n, k, m), parallel)?;
@@ -60,22 +62,25 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
         true => gemm::Parallelism::Rayon(0),
         false => gemm::Parallelism::None,
     };
-    for (i, chunk) in out.chunks_mut(n * m).enumerate() {
-        let a2 = matrix_at(&av, batch, i);
-        let b2 = matrix_at(&bv, batch, i);
-        if float {
+    if float {
+        // The products write every element of the spare capacity, which is never zeroed first
+        // (`read_dst` is false: `gemm` writes its destination without reading it).
+        let spare = &mut out.spare_capacity_mut()[..len];
+        for (i, chunk) in spare.chunks_mut(n * m).enumerate() {
+            let a2 = matrix_at(&av, batch, i);
+            let b2 = matrix_at(&bv, batch, i);
             let (sa, sb) = (a2.strides(), b2.strides());
-            // SAFETY: `chunk` holds the n×m result in C order (column stride 1, row stride m);
-            // `a2` and `b2` are views of n×k and k×m elements at their pointers with their
-            // strides (any sign, zero for broadcast axes), alive for the call. `read_dst` is
-            // false, so the uninitialised-free zeros of `chunk` are only overwritten. `T` is f32
-            // or f64, which `gemm` dispatches on.
+            // SAFETY: `chunk` holds room for the n×m result in C order (column stride 1, row
+            // stride m); `a2` and `b2` are views of n×k and k×m elements at their pointers with
+            // their strides (any sign, zero for broadcast axes), alive for the call. `read_dst`
+            // is false, so `chunk` is only written, never read. `T` is f32 or f64, which `gemm`
+            // dispatches on.
             unsafe {
                 gemm::gemm(
                     n,
                     m,
                     k,
-                    chunk.as_mut_ptr(),
+                    chunk.as_mut_ptr().cast::<T>(),
                     1,
                     m as isize,
                     false,
@@ -93,11 +98,16 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
                     parallelism,
                 );
             }
-        } else {
-            let mut c2 =
-                ArrayViewMut2::from_shape((n, m), chunk).expect("chunk holds n*m elements");
-            general_mat_mul(T::one(), &a2, &b2, T::zero(), &mut c2);
         }
+        // SAFETY: the products above wrote all `len` elements (`n * m > 0`, `k > 0`).
+        unsafe { out.set_len(len) };
+        return Ok(out);
+    }
+    for (i, chunk) in out.chunks_mut(n * m).enumerate() {
+        let a2 = matrix_at(&av, batch, i);
+        let b2 = matrix_at(&bv, batch, i);
+        let mut c2 = ArrayViewMut2::from_shape((n, m), chunk).expect("chunk holds n*m elements");
+        general_mat_mul(T::one(), &a2, &b2, T::zero(), &mut c2);
     }
     Ok(out)
 }

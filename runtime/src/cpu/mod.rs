@@ -21,7 +21,7 @@ mod storage;
 pub(crate) mod threads;
 mod window;
 
-pub(crate) use elementwise::{PAR_MIN, map_slices, map1, map1_from, zip2, zip3};
+pub(crate) use elementwise::{PAR_MIN, map_slices, map1, map1_from, wide, zip2, zip3};
 pub(crate) use linalg::matmul;
 pub(crate) use reduce::{into_c_vec, reduce};
 pub(crate) use storage::{CpuRef, CpuStorage};

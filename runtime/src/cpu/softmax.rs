@@ -125,15 +125,18 @@ fn row_sum<T: SoftmaxFloat>(row: &[T]) -> T {
 /// Writes `exp(row - m)` into `out` (one length) and returns its sum.
 #[inline]
 fn shifted_exp<T: SoftmaxFloat>(row: &[T], m: T, out: &mut [MaybeUninit<T>]) -> T {
-    // The shifted row goes through `out` first: exp reads it back in place, a chunk at a time.
+    // The shifted row goes through a stack buffer, a chunk at a time, into exp. The buffer is
+    // left uninitialised: zeroing its 1024 elements cost more than a short row's work.
     const CHUNK: usize = 1024;
-    let mut buf = [T::ZERO; CHUNK];
+    let mut buf = [const { MaybeUninit::<T>::uninit() }; CHUNK];
     let mut total = T::ZERO;
     for (src, dst) in row.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
         let b = &mut buf[..src.len()];
         for (d, &x) in b.iter_mut().zip(src) {
-            *d = x.sub(m);
+            d.write(x.sub(m));
         }
+        // SAFETY: the loop wrote every element of `b`.
+        let b = unsafe { &*(b as *const [MaybeUninit<T>] as *const [T]) };
         T::exp_slice(b, dst);
         // SAFETY: `exp_slice` wrote every element of `dst`.
         let written = unsafe { &*(dst as *const [MaybeUninit<T>] as *const [T]) };
@@ -228,9 +231,10 @@ pub(crate) fn cross_entropy<T: SoftmaxFloat>(x: &[T], len: usize, labels: &[i64]
             return T::ZERO;
         }
         let m = row_max(row);
-        let mut scratch = vec![MaybeUninit::uninit(); row.len().min(4096)];
+        // On the stack, uninitialised: a heap buffer per row cost more than a short row.
+        let mut scratch = [const { MaybeUninit::<T>::uninit() }; 1024];
         let mut s = T::ZERO;
-        for part in row.chunks(4096) {
+        for part in row.chunks(1024) {
             s = s.add(shifted_exp(part, m, &mut scratch[..part.len()]));
         }
         m.add(s.ln()).sub(row[t as usize])

@@ -1040,6 +1040,46 @@ fn softmax_cross_entropy_is_the_mean_negative_log_likelihood() -> Result<()> {
     Ok(())
 }
 
+/// Rows longer than the host's 1024-element chunk of exp (and the per-row scratch buffer of the
+/// loss), in float64 and float32: the loss and its gradient against the float64 formula.
+#[test]
+fn softmax_cross_entropy_over_rows_longer_than_a_chunk() -> Result<()> {
+    let (rows, cols) = (3, 2500);
+    let labels = [5i64, 2499, 1024];
+    let x = uniform(&[rows, cols], 181).mul_scalar(8.0)?;
+    let ls = log_softmax_rows(&vals(&x), rows, cols);
+    let want = -labels
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| ls[i * cols + l as usize])
+        .sum::<f64>()
+        / rows as f64;
+    let t = Array::from_vec(labels.to_vec(), &[rows])?;
+    for (dtype, tol) in [(DType::F64, 1e-13), (DType::F32, 2e-6)] {
+        let xv = v(&x.astype(dtype)?);
+        let loss = F::softmax_cross_entropy(&xv, &t)?;
+        let got = loss.array().to_f64_vec()?[0];
+        assert!(
+            (got - want).abs() <= tol * want.abs(),
+            "{dtype}: loss {got} vs {want}"
+        );
+        loss.backward()?;
+        let g = vals(&xv.grad_array().expect("grad"));
+        for i in 0..rows {
+            for c in 0..cols {
+                let onehot = if c as i64 == labels[i] { 1.0 } else { 0.0 };
+                let want = (ls[i * cols + c].exp() - onehot) / rows as f64;
+                let got = g[i * cols + c];
+                assert!(
+                    (got - want).abs() <= tol * (want.abs() + 1e-6),
+                    "{dtype} [{i}, {c}]: {got} vs {want}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 // ----- operators on &Variable -----
 
 #[test]
