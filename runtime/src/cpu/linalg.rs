@@ -47,22 +47,17 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
     let count: usize = batch.iter().product();
     let len = count * n * m;
     let mut out: Vec<T> = super::pool::alloc(op, len)?;
-    let float = [TypeId::of::<f32>(), TypeId::of::<f64>()].contains(&TypeId::of::<T>());
-    if n * m == 0 || k == 0 || !float {
-        out.resize(len, T::zero());
-    }
     if n * m == 0 || k == 0 {
+        out.resize(len, T::zero());
         return Ok(out);
     }
-    let parallel = n.saturating_mul(k).saturating_mul(m) >= PAR_MIN_FLOPS;
-    if float {
+    if [TypeId::of::<f32>(), TypeId::of::<f64>()].contains(&TypeId::of::<T>()) {
+        let parallel = n.saturating_mul(k).saturating_mul(m) >= PAR_MIN_FLOPS;
         reserve_workspace::<T>(op, (n, k, m), parallel)?;
-    }
-    let parallelism = match parallel {
-        true => gemm::Parallelism::Rayon(0),
-        false => gemm::Parallelism::None,
-    };
-    if float {
+        let parallelism = match parallel {
+            true => gemm::Parallelism::Rayon(0),
+            false => gemm::Parallelism::None,
+        };
         // The products write every element of the spare capacity, which is never zeroed first
         // (`read_dst` is false: `gemm` writes its destination without reading it).
         let spare = &mut out.spare_capacity_mut()[..len];
@@ -103,6 +98,7 @@ pub(crate) fn matmul<T: Element + LinalgScalar>(
         unsafe { out.set_len(len) };
         return Ok(out);
     }
+    out.resize(len, T::zero());
     for (i, chunk) in out.chunks_mut(n * m).enumerate() {
         let a2 = matrix_at(&av, batch, i);
         let b2 = matrix_at(&bv, batch, i);
