@@ -19,9 +19,12 @@
 //! without `mpirun`), `--epochs N` (default 10), `--batch-size B` (the
 //! global batch, default 64, split evenly over the ranks), `--no-overlap` (exchange the
 //! gradients after backward instead of during it), `--double-buffering` (step with the
-//! previous update's mean gradients). Rank 0 prints each epoch's mean loss and test accuracy
-//! (both averaged over the ranks) and its time, and at the end how much of the all-reduce time
-//! backward hid.
+//! previous update's mean gradients), `--log-every N` (default 1: print every N-th epoch and
+//! the last). Rank 0 prints each such epoch's mean loss and test accuracy (both averaged over
+//! the ranks, computed every epoch) and its time, and at the end how much of the all-reduce
+//! time backward hid. Under `mpirun` every printed line wakes `mpirun` to forward it; with
+//! epochs of a few milliseconds, as in `mn/benches/data_parallel.py`, that steals a core from
+//! a rank when the ranks fill the machine, so the bench prints the last epoch only.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -119,6 +122,7 @@ struct Args {
     batch_size: usize,
     overlap: bool,
     double_buffering: bool,
+    log_every: usize,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -129,6 +133,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         batch_size: 64,
         overlap: true,
         double_buffering: false,
+        log_every: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -142,10 +147,17 @@ fn parse_args() -> std::result::Result<Args, String> {
             }
             "--no-overlap" => args.overlap = false,
             "--double-buffering" => args.double_buffering = true,
+            "--log-every" => {
+                args.log_every = value()?
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or("--log-every needs a positive number of epochs")?
+            }
             other => {
                 return Err(format!(
                     "unknown option {other}; expected --model, --communicator, --epochs, \
-                     --batch-size, --no-overlap, --double-buffering"
+                     --batch-size, --no-overlap, --double-buffering, --log-every"
                 ));
             }
         }
@@ -255,7 +267,8 @@ fn train(comm: &Communicator, args: &Args) -> kusari_mn::Result<()> {
             ),
         ]);
         let mean = comm.mean_metrics(&metrics)?;
-        if comm.rank() == 0 {
+        let logged = (epoch + 1) % args.log_every == 0 || epoch + 1 == args.epochs;
+        if comm.rank() == 0 && logged {
             println!(
                 "epoch {:2}  loss {:.4}  test accuracy {:.3}  {:.3} s",
                 epoch + 1,

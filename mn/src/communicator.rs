@@ -804,8 +804,11 @@ impl Communicator {
                 .map(|p| p.shape().unwrap_or_default())
                 .collect();
             let mut packed = Packed::pack(bucket.dtype, &grads, &shapes)?;
-            self.mean_in_place(OP, &mut packed)?;
-            for (p, mean) in members.iter().zip(packed.unpack(&shapes)?) {
+            // The sum, then the mean as each array is cut out of it: one pass over the bucket
+            // fewer than `mean_in_place` and `unpack`, with the same products.
+            self.sum_in_place(OP, &mut packed)?;
+            let means = packed.unpack_scaled(&shapes, 1.0 / self.size() as f64)?;
+            for (p, mean) in members.iter().zip(means) {
                 set_grad(p, mean)?;
             }
         }
@@ -820,7 +823,8 @@ impl Communicator {
         }
     }
 
-    /// Replaces `packed` by its mean over the ranks.
+    /// Replaces `packed` by its mean over the ranks: each sum times `1 / size` in the buffer's
+    /// dtype, as [`Packed::unpack_scaled`] computes it.
     pub(crate) fn mean_in_place(&self, op: &str, packed: &mut Packed) -> Result<()> {
         self.sum_in_place(op, packed)?;
         let scale = 1.0 / self.size() as f64;
@@ -888,6 +892,15 @@ impl Packed {
             let mut buf = Vec::with_capacity(len);
             for (g, shape) in grads.iter().zip(shapes) {
                 match g {
+                    // A host gradient of the exchange dtype is read where it lies; any other
+                    // is converted (and fetched from its device) first.
+                    Some(g) if g.dtype() == dtype && g.device().is_cpu() => {
+                        let view = g.view::<T>()?;
+                        match view.as_slice() {
+                            Some(s) => buf.extend_from_slice(s),
+                            None => buf.extend(view.iter().copied()),
+                        }
+                    }
                     Some(g) => buf.extend(g.astype(dtype)?.to_vec::<T>()?),
                     None => buf.resize(buf.len() + shape.iter().product::<usize>(), T::default()),
                 }
@@ -902,21 +915,40 @@ impl Packed {
 
     /// The arrays of `shapes`, on the host, in the exchange dtype.
     pub(crate) fn unpack(&self, shapes: &[Vec<usize>]) -> Result<Vec<Array>> {
-        fn split<T: kusari::Element>(buf: &[T], shapes: &[Vec<usize>]) -> Result<Vec<Array>> {
-            let mut out = Vec::with_capacity(shapes.len());
-            let mut at = 0;
-            for shape in shapes {
-                let n: usize = shape.iter().product();
-                out.push(Array::from_vec(buf[at..at + n].to_vec(), shape)?);
-                at += n;
-            }
-            Ok(out)
-        }
         match self {
-            Packed::F32(buf) => split(buf, shapes),
-            Packed::F64(buf) => split(buf, shapes),
+            Packed::F32(buf) => split(buf, shapes, |v| v),
+            Packed::F64(buf) => split(buf, shapes, |v| v),
         }
     }
+
+    /// [`unpack`](Self::unpack) with every element times `scale` (rounded to the buffer's
+    /// dtype first, as [`Communicator::mean_in_place`] does).
+    pub(crate) fn unpack_scaled(&self, shapes: &[Vec<usize>], scale: f64) -> Result<Vec<Array>> {
+        match self {
+            Packed::F32(buf) => {
+                let scale = scale as f32;
+                split(buf, shapes, |v| v * scale)
+            }
+            Packed::F64(buf) => split(buf, shapes, |v| v * scale),
+        }
+    }
+}
+
+/// `buf` cut into arrays of `shapes`, each element mapped by `f`.
+fn split<T: kusari::Element>(
+    buf: &[T],
+    shapes: &[Vec<usize>],
+    f: impl Fn(T) -> T,
+) -> Result<Vec<Array>> {
+    let mut out = Vec::with_capacity(shapes.len());
+    let mut at = 0;
+    for shape in shapes {
+        let n: usize = shape.iter().product();
+        let part: Vec<T> = buf[at..at + n].iter().map(|&v| f(v)).collect();
+        out.push(Array::from_vec(part, shape)?);
+        at += n;
+    }
+    Ok(out)
 }
 
 /// Sets `p`'s gradient to `g`, in the parameter's dtype and on its device.
@@ -950,4 +982,42 @@ fn from_bytes<T: DeserializeOwned>(op: &str, rank: usize, bytes: &[u8]) -> Resul
         rank,
         msg: format!("a received value cannot be read as the type asked for: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packing reads host gradients of the exchange dtype where they lie, in C order whatever
+    /// their strides, converts the others, and fills a missing one with zeros; unpacking with
+    /// a scale gives each element times the scale rounded to the buffer's dtype.
+    #[test]
+    fn pack_and_unpack_scaled() {
+        let a = Array::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+        let transposed = a.t(); // [[1, 4], [2, 5], [3, 6]], not C-contiguous
+        let wide = Array::from_vec(vec![0.1f64, 0.2], &[2]).unwrap();
+        let grads = [Some(a), Some(transposed), None, Some(wide)];
+        let shapes = [vec![2, 3], vec![3, 2], vec![2], vec![2]];
+        let packed = Packed::pack(DType::F32, &grads, &shapes).unwrap();
+        let expected = [
+            1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, // a
+            1.0, 4.0, 2.0, 5.0, 3.0, 6.0, // its transpose, in C order
+            0.0, 0.0, // the missing gradient
+            0.1, 0.2, // float64 rounded to float32
+        ];
+        match &packed {
+            Packed::F32(buf) => assert_eq!(buf, &expected),
+            Packed::F64(_) => panic!("float32 exchange packed as float64"),
+        }
+        let parts = packed.unpack_scaled(&shapes, 1.0 / 3.0).unwrap();
+        let third = (1.0f64 / 3.0) as f32;
+        let mut at = 0;
+        for (part, shape) in parts.iter().zip(&shapes) {
+            assert_eq!(part.shape(), &shape[..]);
+            let n: usize = shape.iter().product();
+            let want: Vec<f32> = expected[at..at + n].iter().map(|v| v * third).collect();
+            assert_eq!(part.to_vec::<f32>().unwrap(), want);
+            at += n;
+        }
+    }
 }
