@@ -4,7 +4,9 @@
 //! and handed to the next array of the same dtype and length. A training loop therefore stops
 //! paying for fresh pages after its first step: on virtual machines the kernel's page faults cost
 //! more than the arithmetic of an elementwise op over the same memory. The cache is CuPy's memory
-//! pool applied to host memory; these functions inspect and bound it.
+//! pool applied to host memory; these functions inspect and bound it. It holds no more buffers of
+//! one dtype and length than the arrays of that dtype and length it has had out at once, so that
+//! arrays made from a program's own vectors (a batch of input data each step) do not pile up.
 //!
 //! ```
 //! use kusari::{memory, Array, DType};

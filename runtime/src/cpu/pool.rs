@@ -5,6 +5,11 @@
 //! virtual machines that costs several times the arithmetic of an elementwise op. Buffers of at
 //! least [`MIN_POOLED_BYTES`] are kept here when their array is dropped, up to a byte limit, and
 //! handed out again for the same dtype and length. Smaller buffers go straight to the allocator.
+//!
+//! The pool keeps no more buffers of one dtype and length than the most that [`alloc`] has had
+//! out at once ([`Entry`]): a loop that makes an array from its own `Vec` every step (a batch
+//! of input data) drops one more buffer a step than the ops take back, and the pool would
+//! otherwise keep every one of them until its byte limit.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -52,9 +57,24 @@ static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_LIMIT);
 
 #[derive(Default)]
 struct Pool {
-    /// Free buffers by (element type, length); each holds a `Vec<T>` of that capacity.
-    free: HashMap<(std::any::TypeId, usize), Vec<Box<dyn Any + Send>>>,
+    /// Free buffers and their demand by (element type, length).
+    free: HashMap<(std::any::TypeId, usize), Entry>,
     bytes: usize,
+}
+
+/// The free buffers of one element type and length, and how many of them the pool's callers
+/// need: the pool keeps `bufs.len() + live <= peak`, so that it never holds more buffers of
+/// this key than [`alloc`] has had out at once. A buffer dropped beyond that (one the pool did
+/// not hand out, or a clone's) goes back to the allocator.
+#[derive(Default)]
+struct Entry {
+    /// Free buffers, each a `Vec<T>` of this key's capacity.
+    bufs: Vec<Box<dyn Any + Send>>,
+    /// Buffers [`alloc`] has handed out less those dropped since (a dropped buffer counts
+    /// whoever allocated it, so this errs low, never high).
+    live: usize,
+    /// The most `live` has been.
+    peak: usize,
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
@@ -87,10 +107,11 @@ fn alloc_large<T: Copy + Send + 'static>(
     check_host_bytes(op, bytes)?;
     {
         let mut pool = lock(&POOL);
-        if let Some(p) = pool.as_mut()
-            && let Some(list) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n))
-            && let Some(buf) = list.pop()
-        {
+        let p = pool.get_or_insert_with(Pool::default);
+        let entry = p.free.entry((std::any::TypeId::of::<T>(), n)).or_default();
+        entry.live += 1;
+        entry.peak = entry.peak.max(entry.live);
+        if let Some(buf) = entry.bufs.pop() {
             p.bytes -= bytes;
             if let Ok(v) = buf.downcast::<Vec<T>>() {
                 return Ok(*v);
@@ -162,7 +183,8 @@ fn host_memory_bytes() -> usize {
     })
 }
 
-/// Takes a dropped array's buffer into the pool if it is large and the pool has room.
+/// Takes a dropped array's buffer into the pool if it is large, the pool has room, and the
+/// pool holds fewer buffers of its dtype and length than [`alloc`] has had out at once.
 pub(crate) fn recycle<T: Element>(mut v: Vec<T>) {
     let n = v.capacity();
     let bytes = n * std::mem::size_of::<T>();
@@ -171,15 +193,18 @@ pub(crate) fn recycle<T: Element>(mut v: Vec<T>) {
     }
     let mut pool = lock(&POOL);
     let p = pool.get_or_insert_with(Pool::default);
-    if p.bytes + bytes > LIMIT.load(Ordering::Relaxed) {
+    let full = p.bytes + bytes > LIMIT.load(Ordering::Relaxed);
+    let Some(entry) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n)) else {
+        // No array of this dtype and length was ever allocated here: nothing would reuse it.
+        return;
+    };
+    entry.live = entry.live.saturating_sub(1);
+    if full || entry.bufs.len() + entry.live >= entry.peak {
         return;
     }
     v.clear();
     p.bytes += bytes;
-    p.free
-        .entry((std::any::TypeId::of::<T>(), n))
-        .or_default()
-        .push(Box::new(v));
+    entry.bufs.push(Box::new(v));
 }
 
 /// Bytes held by cached host buffers.
@@ -189,7 +214,11 @@ pub fn cached_bytes() -> usize {
 
 /// Returns every cached host buffer to the system allocator.
 pub fn free_cached() {
-    lock(&POOL).take();
+    if let Some(p) = lock(&POOL).as_mut() {
+        // The demand of each dtype and length stays: the arrays that are out come back.
+        p.free.values_mut().for_each(|e| e.bufs.clear());
+        p.bytes = 0;
+    }
 }
 
 /// Caps the bytes kept in the host buffer cache (0 disables caching); frees the cache if it is
@@ -210,13 +239,18 @@ mod tests {
         lock(&POOL).as_ref().map_or(0, |p| {
             p.free
                 .get(&(std::any::TypeId::of::<T>(), n))
-                .map_or(0, Vec::len)
+                .map_or(0, |e| e.bufs.len())
         })
     }
+
+    /// Held by the tests of this module: the first changes the pool's limit, which the others
+    /// would see.
+    static SERIAL: Mutex<()> = Mutex::new(());
 
     // Other tests of this binary may pool buffers at the same time: this one's length is its own.
     #[test]
     fn a_dropped_large_buffer_is_reused_and_the_cap_is_honoured() {
+        let _serial = lock(&SERIAL);
         let n = MIN_POOLED_BYTES / 4 + 13;
         let v: Vec<f32> = alloc("test", n).unwrap();
         let ptr = v.as_ptr();
@@ -248,5 +282,35 @@ mod tests {
         let below: Vec<f32> = alloc("test", MIN_POOLED_BYTES / 4 - 1).unwrap();
         recycle(below);
         assert_eq!(cached::<f32>(MIN_POOLED_BYTES / 4 - 1), 0);
+    }
+
+    /// A loop that drops, each step, one buffer more than it allocates here (an array made from
+    /// its own `Vec`: a batch of input data) keeps as many buffers as it had out at once, not
+    /// one more every step (the pool held them all up to its 1 GiB limit).
+    #[test]
+    fn buffers_beyond_the_most_allocated_at_once_go_back_to_the_allocator() {
+        let _serial = lock(&SERIAL);
+        let n = MIN_POOLED_BYTES / 4 + 29;
+        recycle(Vec::<f32>::with_capacity(n));
+        assert_eq!(
+            cached::<f32>(n),
+            0,
+            "nothing of this length was ever allocated"
+        );
+        for step in 0..10 {
+            let a: Vec<f32> = alloc("test", n).unwrap();
+            let b: Vec<f32> = alloc("test", n).unwrap();
+            let own = Vec::<f32>::with_capacity(n);
+            recycle(own);
+            recycle(a);
+            recycle(b);
+            assert_eq!(cached::<f32>(n), 2, "step {step}: two were out at once");
+        }
+        // Three out at once: the pool keeps three.
+        let bufs: Vec<Vec<f32>> = (0..3).map(|_| alloc("test", n).unwrap()).collect();
+        bufs.into_iter().for_each(recycle);
+        assert_eq!(cached::<f32>(n), 3);
+        recycle(Vec::<f32>::with_capacity(n));
+        assert_eq!(cached::<f32>(n), 3);
     }
 }
