@@ -120,6 +120,13 @@ fn alloc_large<T: Copy + Send + 'static>(
     }
     let mut v = Vec::new();
     if !reserve(&mut v, n) {
+        // Nothing was handed out: the demand counted above is taken back.
+        if let Some(entry) = lock(&POOL)
+            .as_mut()
+            .and_then(|p| p.free.get_mut(&(std::any::TypeId::of::<T>(), n)))
+        {
+            entry.live = entry.live.saturating_sub(1);
+        }
         return Err(oom(bytes));
     }
     Ok(v)
