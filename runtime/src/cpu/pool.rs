@@ -57,9 +57,16 @@ static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_LIMIT);
 
 #[derive(Default)]
 struct Pool {
-    /// Free buffers and their demand by (element type, length).
-    free: HashMap<(std::any::TypeId, usize), Entry>,
+    /// Free buffers and their demand by [`Key`].
+    free: HashMap<Key, Entry>,
     bytes: usize,
+}
+
+/// A buffer's element type and length.
+type Key = (std::any::TypeId, usize);
+
+fn key<T: 'static>(n: usize) -> Key {
+    (std::any::TypeId::of::<T>(), n)
 }
 
 /// The free buffers of one element type and length, and how many of them the pool's callers
@@ -108,7 +115,7 @@ fn alloc_large<T: Copy + Send + 'static>(
     {
         let mut pool = lock(&POOL);
         let p = pool.get_or_insert_with(Pool::default);
-        let entry = p.free.entry((std::any::TypeId::of::<T>(), n)).or_default();
+        let entry = p.free.entry(key::<T>(n)).or_default();
         entry.live += 1;
         entry.peak = entry.peak.max(entry.live);
         if let Some(buf) = entry.bufs.pop() {
@@ -123,7 +130,7 @@ fn alloc_large<T: Copy + Send + 'static>(
         // Nothing was handed out: the demand counted above is taken back.
         if let Some(entry) = lock(&POOL)
             .as_mut()
-            .and_then(|p| p.free.get_mut(&(std::any::TypeId::of::<T>(), n)))
+            .and_then(|p| p.free.get_mut(&key::<T>(n)))
         {
             entry.live = entry.live.saturating_sub(1);
         }
@@ -201,7 +208,7 @@ pub(crate) fn recycle<T: Element>(mut v: Vec<T>) {
     let mut pool = lock(&POOL);
     let p = pool.get_or_insert_with(Pool::default);
     let full = p.bytes + bytes > LIMIT.load(Ordering::Relaxed);
-    let Some(entry) = p.free.get_mut(&(std::any::TypeId::of::<T>(), n)) else {
+    let Some(entry) = p.free.get_mut(&key::<T>(n)) else {
         // No array of this dtype and length was ever allocated here: nothing would reuse it.
         return;
     };
@@ -243,11 +250,9 @@ mod tests {
 
     /// Cached buffers of `T` and length `n`.
     fn cached<T: 'static>(n: usize) -> usize {
-        lock(&POOL).as_ref().map_or(0, |p| {
-            p.free
-                .get(&(std::any::TypeId::of::<T>(), n))
-                .map_or(0, |e| e.bufs.len())
-        })
+        lock(&POOL)
+            .as_ref()
+            .map_or(0, |p| p.free.get(&key::<T>(n)).map_or(0, |e| e.bufs.len()))
     }
 
     /// Held by the tests of this module: the first changes the pool's limit, which the others
