@@ -629,18 +629,29 @@ impl Communicator {
     }
 
     /// The mean over ranks of each named metric (ChainerMN's multi-node evaluator): every rank
-    /// must report the same names.
+    /// must report the same names. One collective: each rank's names and values travel
+    /// together, and every rank sums them in rank order, so all get the same bits.
     pub fn mean_metrics(&self, metrics: &BTreeMap<String, f64>) -> Result<BTreeMap<String, f64>> {
         const OP: &str = "mean_metrics";
         let names: Vec<&String> = metrics.keys().collect();
-        self.agree(OP, &format!("{names:?}"))?;
-        let mut sums: Vec<f64> = metrics.values().copied().collect();
-        self.t().allreduce_sum_f64(OP, &mut sums)?;
+        let values: Vec<f64> = metrics.values().copied().collect();
+        let mine = to_bytes(OP, self.rank(), &(format!("{names:?}"), values))?;
+        let all: Vec<(String, Vec<f64>)> = self
+            .t()
+            .allgather(OP, &mine)?
+            .iter()
+            .map(|bytes| from_bytes(OP, self.rank(), bytes))
+            .collect::<Result<_>>()?;
+        let described: Vec<Vec<u8>> = all.iter().map(|(d, _)| d.clone().into_bytes()).collect();
+        self.agreed(OP, &described)?;
         let n = self.size() as f64;
         Ok(metrics
             .keys()
-            .cloned()
-            .zip(sums.iter().map(|s| s / n))
+            .enumerate()
+            .map(|(i, name)| {
+                let sum = all.iter().map(|(_, v)| v[i]).fold(0.0, |a, b| a + b);
+                (name.clone(), sum / n)
+            })
             .collect())
     }
 
@@ -842,13 +853,6 @@ impl Communicator {
     /// it (what overlapping the exchange with backward needs).
     pub(crate) fn concurrent(&self) -> bool {
         self.t().concurrent()
-    }
-
-    /// Agrees on `what` (a description of what each rank is about to send): an
-    /// [`Error::Mismatch`] on every rank when any differs.
-    fn agree(&self, op: &str, what: &str) -> Result<()> {
-        let all = self.t().allgather(op, what.as_bytes())?;
-        self.agreed(op, &all)
     }
 
     /// An [`Error::Mismatch`] on every rank when the ranks' descriptions `all` differ.

@@ -1,7 +1,9 @@
 //! The gradients' exchange overlapped with backward, as PyTorch's `DistributedDataParallel`
 //! does it: a gradient-ready hook on every parameter ([`kusari::Variable::on_grad_ready`])
 //! marks it done; once every parameter of the next bucket is done, the bucket is packed and
-//! handed to a communication thread, which averages it over the ranks while backward goes on.
+//! handed to a communication thread, which averages it over the ranks while backward goes on;
+//! the last bucket, complete only as backward ends, is averaged by the update itself, on the
+//! caller's thread (unless double buffering lets the update go on without it).
 //! Buckets start in the one order of [`Communicator::buckets`] on every rank, whatever order
 //! their gradients complete in, so the all-reduces pair up. The exchange uses its own
 //! communicator (a split of the optimizer's), so that collectives of the training loop itself
@@ -36,10 +38,12 @@ const OP: &str = "MultiNodeOptimizer (overlapped exchange)";
 pub struct OverlapStats {
     /// Updates whose gradients were exchanged during backward.
     pub rounds: u64,
-    /// Time the communication thread spent in all-reduces (`flat`). Zero for `pure_nccl`,
-    /// whose all-reduces run on the GPU, where the host does not time them.
+    /// Time spent in all-reduces (`flat`): the communication thread's, and the update's own of
+    /// the last bucket. Zero for `pure_nccl`, whose all-reduces run on the GPU, where the host
+    /// does not time them.
     pub allreduce: Duration,
-    /// Time `update` waited for all-reduces to finish after backward: the part not hidden.
+    /// Time `update` waited for all-reduces to finish after backward, its own of the last
+    /// bucket included: the part not hidden.
     /// For `pure_nccl` on a GPU, the time to order the device's stream after them (the wait
     /// itself is the GPU's); on the emulated device, the host's wait for the stand-in.
     pub exposed: Duration,
@@ -80,6 +84,12 @@ struct Round {
     dirty: bool,
     /// Hooks do nothing while false (`no_sync`).
     enabled: bool,
+    /// Hooks leave the last bucket to [`Overlap::finish`], which all-reduces it on the calling
+    /// thread: it is complete only as backward ends, so the communication thread could hide
+    /// nothing of it, and handing it over would only cost the two threads' switches (and,
+    /// where a rank has one core, the core the transport's polling takes from the caller).
+    /// Set for the thread engine without double buffering.
+    last_on_caller: bool,
     error: Option<Error>,
     stats: OverlapStats,
 }
@@ -125,6 +135,9 @@ enum Starter {
 /// The machinery of one synchronized parameter list.
 pub(crate) struct Overlap {
     shared: Arc<Shared>,
+    /// The exchange's communicator, for the buckets `finish` all-reduces itself (the thread
+    /// engine only).
+    grad_comm: Option<Communicator>,
     starter: Option<Starter>,
     worker: Option<JoinHandle<()>>,
     hooks: Vec<GradReadyHook>,
@@ -167,13 +180,16 @@ impl Overlap {
                 results: [0, 1].map(|_| plans.iter().map(|_| None).collect()),
                 dirty: false,
                 enabled: true,
+                last_on_caller: false,
                 error: None,
                 stats: OverlapStats::default(),
             }),
             arrived: Condvar::new(),
         });
         let (vars, plans) = (Arc::new(vars), Arc::new(plans));
-        let (starter, worker) = Self::engine(comm.rank(), grad_comm, &shared)?;
+        let (starter, worker) = Self::engine(comm.rank(), grad_comm.clone(), &shared)?;
+        let grad_comm = worker.is_some().then_some(grad_comm);
+        shared.lock().last_on_caller = grad_comm.is_some();
         let mut hooks = Vec::with_capacity(vars.len());
         for (i, var) in vars.iter().enumerate() {
             let (shared, vars, plans, starter) =
@@ -188,6 +204,7 @@ impl Overlap {
         }
         Ok(Overlap {
             shared,
+            grad_comm,
             starter: Some(starter),
             worker,
             hooks,
@@ -236,6 +253,44 @@ impl Overlap {
         let waited = Instant::now();
         let mut round = self.shared.lock();
         let slot = (round.count % 2) as usize;
+        // Without double buffering the update needs every mean now: the buckets not started
+        // (the last one, which the hooks leave here, or all of them after `no_sync`) are
+        // all-reduced on this thread, after the communication thread's, in bucket order.
+        let on_caller = self
+            .grad_comm
+            .as_ref()
+            .filter(|_| !double_buffering && !round.dirty && round.error.is_none());
+        if let Some(comm) = on_caller {
+            let first = round.next;
+            while round.error.is_none() && round.results[slot][..first].iter().any(Option::is_none)
+            {
+                round = self
+                    .shared
+                    .arrived
+                    .wait(round)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            round.next = self.plans.len();
+            drop(round);
+            for bucket in first..self.plans.len() {
+                let start = Instant::now();
+                let mean = pack_bucket(&self.vars, &self.plans[bucket]).and_then(|mut packed| {
+                    comm.mean_in_place(OP, &mut packed)?;
+                    Ok(packed)
+                });
+                let mut round = self.shared.lock();
+                round.stats.allreduce += start.elapsed();
+                match mean {
+                    Ok(packed) => round.results[slot][bucket] = Some(Mean::Host(packed)),
+                    Err(e) => {
+                        round.error.get_or_insert(e);
+                        break;
+                    }
+                }
+            }
+            round = self.shared.lock();
+        }
+        round.last_on_caller = self.grad_comm.is_some() && !double_buffering;
         while round.next < self.plans.len() {
             let bucket = round.next;
             round.next += 1;
@@ -381,18 +436,12 @@ fn start_bucket(
     slot: usize,
 ) -> Result<Option<Mean>> {
     let plan = &plans[bucket];
-    let grads: Vec<Option<Array>> = plan.members.iter().map(|&i| vars[i].grad_array()).collect();
-    let shapes: Vec<Vec<usize>> = plan
-        .members
-        .iter()
-        .map(|&i| vars[i].shape().to_vec())
-        .collect();
     match starter {
         Starter::Thread(tx) => {
             let job = Job {
                 slot,
                 bucket,
-                packed: Packed::pack(plan.dtype, &grads, &shapes)?,
+                packed: pack_bucket(vars, plan)?,
             };
             tx.send(job).map_err(|_| Error::Transport {
                 op: OP.into(),
@@ -403,12 +452,30 @@ fn start_bucket(
         }
         #[cfg(feature = "nccl")]
         Starter::Nccl(comm) => {
+            let (grads, shapes) = gradients(vars, plan);
             let nccl = comm.nccl().expect("an NCCL engine's communicator");
             let packed = crate::nccl::pack(nccl.device(), &grads, &shapes, plan.dtype)?;
             let pending = nccl.start_all_reduce(packed, kusari::nccl::ReduceOp::Avg)?;
             Ok(Some(Mean::Device(Box::new(pending))))
         }
     }
+}
+
+/// The gradients of `plan`'s members (`None` where a parameter has none) and their shapes.
+fn gradients(vars: &[Variable], plan: &Plan) -> (Vec<Option<Array>>, Vec<Vec<usize>>) {
+    let grads = plan.members.iter().map(|&i| vars[i].grad_array()).collect();
+    let shapes = plan
+        .members
+        .iter()
+        .map(|&i| vars[i].shape().to_vec())
+        .collect();
+    (grads, shapes)
+}
+
+/// `plan`'s gradients packed on the host, to all-reduce over the transport.
+fn pack_bucket(vars: &[Variable], plan: &Plan) -> Result<Packed> {
+    let (grads, shapes) = gradients(vars, plan);
+    Packed::pack(plan.dtype, &grads, &shapes)
 }
 
 /// Parameter `i`'s gradient (in `bucket`) is complete: start every bucket now ready, in order.
@@ -433,6 +500,9 @@ fn ready(
         round.pending[b] -= 1;
     }
     while round.next < plans.len() && round.pending[round.next] == 0 {
+        if round.last_on_caller && round.next + 1 == plans.len() {
+            break;
+        }
         let bucket = round.next;
         round.next += 1;
         let slot = (round.count % 2) as usize;

@@ -3,6 +3,7 @@
 //! job must follow (the same collectives on every rank, no rank left behind, no endless wait).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kusari::link::optimizers::{Optimizer, SGD};
@@ -741,8 +742,8 @@ fn buckets_are_exchanged_while_backward_runs_not_at_the_update() {
             opt.setup(&model)?;
             let (x, t) = check::examples(0..4)?;
             model.loss(&x, &t)?.backward()?;
-            // The buckets were started by backward: given time, they finish without the
-            // update, which then waits for nothing.
+            // All buckets but the last were started by backward: given time, they finish
+            // without the update, which then waits only for its own all-reduce of the last.
             std::thread::sleep(Duration::from_millis(300));
             opt.update(&model)?;
             let stats = opt.overlap_stats().unwrap();
@@ -752,6 +753,163 @@ fn buckets_are_exchanged_while_backward_runs_not_at_the_update() {
     ));
     for e in exposed {
         assert!(e < Duration::from_millis(150), "the update waited {e:?}");
+    }
+}
+
+/// A transport that notes which thread runs each of its all-reduces (and those of its splits,
+/// where the overlapped exchange runs), then hands the call on.
+struct Noting {
+    inner: Box<dyn Transport>,
+    threads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Noting {
+    fn note(&self) {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        self.threads.lock().unwrap().push(name);
+    }
+}
+
+impl Transport for Noting {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn intra_rank(&self) -> usize {
+        self.inner.intra_rank()
+    }
+    fn intra_size(&self) -> usize {
+        self.inner.intra_size()
+    }
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn allreduce_sum_f32(&self, op: &str, buf: &mut [f32]) -> kusari_mn::Result<()> {
+        self.note();
+        self.inner.allreduce_sum_f32(op, buf)
+    }
+    fn allreduce_sum_f64(&self, op: &str, buf: &mut [f64]) -> kusari_mn::Result<()> {
+        self.note();
+        self.inner.allreduce_sum_f64(op, buf)
+    }
+    fn bcast(&self, op: &str, buf: &mut Vec<u8>, root: usize) -> kusari_mn::Result<()> {
+        self.inner.bcast(op, buf, root)
+    }
+    fn allgather(&self, op: &str, mine: &[u8]) -> kusari_mn::Result<Vec<Vec<u8>>> {
+        self.inner.allgather(op, mine)
+    }
+    fn gather(
+        &self,
+        op: &str,
+        mine: &[u8],
+        root: usize,
+    ) -> kusari_mn::Result<Option<Vec<Vec<u8>>>> {
+        self.inner.gather(op, mine, root)
+    }
+    fn scatter(
+        &self,
+        op: &str,
+        parts: Option<&[Vec<u8>]>,
+        root: usize,
+    ) -> kusari_mn::Result<Vec<u8>> {
+        self.inner.scatter(op, parts, root)
+    }
+    fn alltoall(&self, op: &str, parts: &[Vec<u8>]) -> kusari_mn::Result<Vec<Vec<u8>>> {
+        self.inner.alltoall(op, parts)
+    }
+    fn send(&self, op: &str, bytes: &[u8], dest: usize, tag: u16) -> kusari_mn::Result<()> {
+        self.inner.send(op, bytes, dest, tag)
+    }
+    fn recv(&self, op: &str, source: usize, tag: u16) -> kusari_mn::Result<Vec<u8>> {
+        self.inner.recv(op, source, tag)
+    }
+    fn split(&self, op: &str, color: u32, key: u32) -> kusari_mn::Result<Box<dyn Transport>> {
+        Ok(Box::new(Noting {
+            inner: self.inner.split(op, color, key)?,
+            threads: self.threads.clone(),
+        }))
+    }
+    fn abort(&self, code: i32) -> ! {
+        self.inner.abort(code)
+    }
+}
+
+/// The threads that ran each rank's all-reduces over `updates` steps of `check::Net` in
+/// 4 buckets, overlapped, with or without double buffering.
+fn allreduce_threads(double_buffering: bool, updates: usize) -> Vec<Vec<String>> {
+    let ranks = ThreadTransport::world(2);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .into_iter()
+            .map(|t| {
+                s.spawn(move || -> kusari_mn::Result<Vec<String>> {
+                    let threads = Arc::new(Mutex::new(Vec::new()));
+                    let noting = Noting {
+                        inner: Box::new(t),
+                        threads: threads.clone(),
+                    };
+                    let comm = create_communicator_with(
+                        "flat",
+                        Box::new(noting),
+                        check::small_buckets(true),
+                    )?;
+                    let model = check::Net::new(1)?;
+                    assert_eq!(comm.buckets(&model).len(), 4);
+                    let mut opt = create_multi_node_optimizer(SGD::new(), &comm)
+                        .double_buffering(double_buffering);
+                    opt.setup(&model)?;
+                    let (x, t) = check::examples(0..4)?;
+                    threads.lock().unwrap().clear();
+                    for _ in 0..updates {
+                        model.cleargrads();
+                        model.loss(&x, &t)?.backward()?;
+                        opt.update(&model)?;
+                    }
+                    // Dropped, the optimizer's communication thread finishes the exchanges
+                    // still under way (double buffering leaves the last round's running).
+                    drop(opt);
+                    let noted = threads.lock().unwrap().clone();
+                    Ok(noted)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    })
+}
+
+#[test]
+fn the_bucket_complete_only_as_backward_ends_is_all_reduced_by_the_update_itself() {
+    // Without double buffering the update needs the last bucket at once: handing it to the
+    // communication thread would hide nothing and cost two thread switches.
+    for (rank, threads) in allreduce_threads(false, 2).iter().enumerate() {
+        let comm_thread = format!("kusari-mn allreduce, rank {rank}");
+        assert_eq!(threads.len(), 8, "rank {rank}: {threads:?}");
+        for (i, name) in threads.iter().enumerate() {
+            let by_update = i % 4 == 3;
+            assert_eq!(
+                name != &comm_thread,
+                by_update,
+                "rank {rank}, all-reduce {i}: {threads:?}"
+            );
+        }
+    }
+    // With double buffering the update uses the previous round's means, so this round's
+    // buckets, the last included, all travel on the communication thread.
+    for (rank, threads) in allreduce_threads(true, 3).iter().enumerate() {
+        let comm_thread = format!("kusari-mn allreduce, rank {rank}");
+        assert_eq!(threads.len(), 12, "rank {rank}: {threads:?}");
+        assert!(
+            threads.iter().all(|t| t == &comm_thread),
+            "rank {rank}: {threads:?}"
+        );
     }
 }
 
