@@ -649,7 +649,7 @@ impl Communicator {
             .keys()
             .enumerate()
             .map(|(i, name)| {
-                let sum = all.iter().map(|(_, v)| v[i]).fold(0.0, |a, b| a + b);
+                let sum: f64 = all.iter().map(|(_, v)| v[i]).sum();
                 (name.clone(), sum / n)
             })
             .collect())

@@ -84,12 +84,6 @@ struct Round {
     dirty: bool,
     /// Hooks do nothing while false (`no_sync`).
     enabled: bool,
-    /// Hooks leave the last bucket to [`Overlap::finish`], which all-reduces it on the calling
-    /// thread: it is complete only as backward ends, so the communication thread could hide
-    /// nothing of it, and handing it over would only cost the two threads' switches (and,
-    /// where a rank has one core, the core the transport's polling takes from the caller).
-    /// Set for the thread engine without double buffering.
-    last_on_caller: bool,
     error: Option<Error>,
     stats: OverlapStats,
 }
@@ -125,8 +119,16 @@ enum Mean {
 /// How a complete bucket starts its exchange.
 #[derive(Clone)]
 enum Starter {
-    /// Packed on the host and sent to the communication thread.
-    Thread(Sender<Job>),
+    /// Packed on the host and sent to the communication thread, except the last bucket, which
+    /// hooks leave to [`Overlap::finish`]: it is complete only as backward ends, so the thread
+    /// could hide nothing of it, and handing it over would only cost the two threads'
+    /// switches (and, where a rank has one core, the core the transport's polling takes from
+    /// the caller). Without double buffering the update all-reduces it itself, on `comm` (the
+    /// thread's communicator), once the thread is done with the others.
+    Thread {
+        jobs: Sender<Job>,
+        comm: Communicator,
+    },
     /// Packed on the GPU; its all-reduce started on this NCCL communicator's stream.
     #[cfg(feature = "nccl")]
     Nccl(Arc<Communicator>),
@@ -135,9 +137,6 @@ enum Starter {
 /// The machinery of one synchronized parameter list.
 pub(crate) struct Overlap {
     shared: Arc<Shared>,
-    /// The exchange's communicator, for the buckets `finish` all-reduces itself (the thread
-    /// engine only).
-    grad_comm: Option<Communicator>,
     starter: Option<Starter>,
     worker: Option<JoinHandle<()>>,
     hooks: Vec<GradReadyHook>,
@@ -180,16 +179,13 @@ impl Overlap {
                 results: [0, 1].map(|_| plans.iter().map(|_| None).collect()),
                 dirty: false,
                 enabled: true,
-                last_on_caller: false,
                 error: None,
                 stats: OverlapStats::default(),
             }),
             arrived: Condvar::new(),
         });
         let (vars, plans) = (Arc::new(vars), Arc::new(plans));
-        let (starter, worker) = Self::engine(comm.rank(), grad_comm.clone(), &shared)?;
-        let grad_comm = worker.is_some().then_some(grad_comm);
-        shared.lock().last_on_caller = grad_comm.is_some();
+        let (starter, worker) = Self::engine(comm.rank(), grad_comm, &shared)?;
         let mut hooks = Vec::with_capacity(vars.len());
         for (i, var) in vars.iter().enumerate() {
             let (shared, vars, plans, starter) =
@@ -204,7 +200,6 @@ impl Overlap {
         }
         Ok(Overlap {
             shared,
-            grad_comm,
             starter: Some(starter),
             worker,
             hooks,
@@ -225,16 +220,20 @@ impl Overlap {
             return Ok((Starter::Nccl(Arc::new(grad_comm)), None));
         }
         let (tx, rx) = channel::<Job>();
-        let shared = shared.clone();
+        let (shared, comm) = (shared.clone(), grad_comm.clone());
         let worker = std::thread::Builder::new()
             .name(format!("kusari-mn allreduce, rank {rank}"))
-            .spawn(move || communicate(grad_comm, rx, shared))
+            .spawn(move || communicate(comm, rx, shared))
             .map_err(|e| Error::Transport {
                 op: OP.into(),
                 rank,
                 msg: format!("the communication thread cannot start: {e}"),
             })?;
-        Ok((Starter::Thread(tx), Some(worker)))
+        let starter = Starter::Thread {
+            jobs: tx,
+            comm: grad_comm,
+        };
+        Ok((starter, Some(worker)))
     }
 
     /// Whether hooks start exchanges (false inside `no_sync`).
@@ -256,10 +255,14 @@ impl Overlap {
         // Without double buffering the update needs every mean now: the buckets not started
         // (the last one, which the hooks leave here, or all of them after `no_sync`) are
         // all-reduced on this thread, after the communication thread's, in bucket order.
-        let on_caller = self
-            .grad_comm
-            .as_ref()
-            .filter(|_| !double_buffering && !round.dirty && round.error.is_none());
+        let on_caller = match self.starter() {
+            Starter::Thread { comm, .. }
+                if !double_buffering && !round.dirty && round.error.is_none() =>
+            {
+                Some(comm)
+            }
+            _ => None,
+        };
         if let Some(comm) = on_caller {
             let first = round.next;
             while round.error.is_none() && round.results[slot][..first].iter().any(Option::is_none)
@@ -290,7 +293,6 @@ impl Overlap {
             }
             round = self.shared.lock();
         }
-        round.last_on_caller = self.grad_comm.is_some() && !double_buffering;
         while round.next < self.plans.len() {
             let bucket = round.next;
             round.next += 1;
@@ -437,13 +439,13 @@ fn start_bucket(
 ) -> Result<Option<Mean>> {
     let plan = &plans[bucket];
     match starter {
-        Starter::Thread(tx) => {
+        Starter::Thread { jobs, .. } => {
             let job = Job {
                 slot,
                 bucket,
                 packed: pack_bucket(vars, plan)?,
             };
-            tx.send(job).map_err(|_| Error::Transport {
+            jobs.send(job).map_err(|_| Error::Transport {
                 op: OP.into(),
                 rank: shared.rank,
                 msg: "the communication thread has stopped".into(),
@@ -500,7 +502,8 @@ fn ready(
         round.pending[b] -= 1;
     }
     while round.next < plans.len() && round.pending[round.next] == 0 {
-        if round.last_on_caller && round.next + 1 == plans.len() {
+        // The thread engine's last bucket is the update's (see `Starter::Thread`).
+        if matches!(starter, Starter::Thread { .. }) && round.next + 1 == plans.len() {
             break;
         }
         let bucket = round.next;
