@@ -73,7 +73,13 @@ fn a_tree_reduction_missing_a_barrier_is_a_race_on_its_shared_array() {
         e.contains("thread (0, 0, 0) of block (0, 0, 0) read it at block_sum:8"),
         "{e}"
     );
-    assert!(e.contains("no __syncthreads between them"), "{e}");
+    assert!(
+        e.contains(
+            "with no __syncthreads between them (both after 1 barrier(s) of the block) and no \
+             __syncwarp ordering lane 0 before lane 1 of warp 0"
+        ),
+        "{e}"
+    );
 
     let fixed = RawKernel::new(&tree_reduction(true), "block_sum").unwrap();
     fixed
@@ -521,6 +527,100 @@ fn a_shuffle_with_a_wrong_mask_is_an_error_naming_the_lanes() {
         };
         assert_eq!(got, want, "x[{t}]");
     }
+}
+
+/// Each thread of a 64-thread block puts its value in shared memory, meets at a `__syncwarp`,
+/// and reads another thread's value: mode 0 the whole warp's `__syncwarp()` and its neighbour
+/// lane's value; 1 each half warp's own `__syncwarp(half)` and the neighbour in its half; 2 the
+/// same `__syncwarp(half)` and the lane 16 away, in the other half; 3 the whole warp's and the
+/// thread 32 away, in the other warp.
+const EXCHANGE: &str = r#"
+extern "C" __global__ void exchange(const float* x, float* y, int mode) {
+    __shared__ float buf[64];
+    const unsigned int t = threadIdx.x, lane = t % 32;
+    buf[t] = x[t];
+    __syncwarp(mode == 0 || mode == 3 ? 0xffffffffu : lane < 16 ? 0x0000ffffu : 0xffff0000u);
+    y[t] = buf[mode == 2 ? t ^ 16 : mode == 3 ? t ^ 32 : t ^ 1];
+}
+"#;
+
+/// Lane 0 writes, meets lane 1 (mask 0x3); lane 1 then meets `{second}`; lane 2 reads what
+/// lane 0 wrote, ordered after it only if lane 1's second meeting includes it.
+fn relay(second: &str) -> String {
+    format!(
+        r#"
+extern "C" __global__ void relay(const float* x, float* y) {{
+    __shared__ float buf[1];
+    const unsigned int t = threadIdx.x;
+    if (t == 0) buf[0] = x[0];
+    if (t < 2) __syncwarp(0x3u);
+    if (({second} >> t) & 1u) __syncwarp({second});
+    if (t == 2) y[0] = buf[0];
+}}
+"#
+    )
+}
+
+#[test]
+fn a_syncwarp_orders_the_accesses_of_exactly_the_lanes_its_mask_names() {
+    if !emulated("a_syncwarp_orders_the_accesses_of_exactly_the_lanes_its_mask_names") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let values: Vec<f32> = (0..64).map(|i| (i * 3 % 17) as f32).collect();
+    let x = on_gpu(&f32s(&values));
+    let y = on_gpu(&Array::zeros(&[64], DType::F32).unwrap());
+    let k = RawKernel::new(EXCHANGE, "exchange").unwrap();
+    // A half warp's __syncwarp orders the accesses of its 16 lanes, as the whole warp's does
+    // for 32.
+    for mode in [0i32, 1] {
+        k.launch(1u32, 64u32, &[(&x).into(), (&y).into(), mode.into()])
+            .unwrap_or_else(|e| panic!("mode {mode}: {e}"));
+        let got = y.to_vec::<f32>().unwrap();
+        for (t, &got) in got.iter().enumerate() {
+            assert_eq!(got, values[t ^ 1], "mode {mode}: y[{t}]");
+        }
+    }
+    // Nothing orders lane 16's write before lane 0's read: each half met by itself.
+    let e = failure(k.launch(1u32, 64u32, &[(&x).into(), (&y).into(), 2i32.into()]));
+    assert_shared_race(&e, 16, 16, 0);
+    assert!(
+        e.contains("no __syncwarp ordering lane 16 before lane 0 of warp 0"),
+        "{e}"
+    );
+    // A __syncwarp orders nothing between warps.
+    let e = failure(k.launch(1u32, 64u32, &[(&x).into(), (&y).into(), 3i32.into()]));
+    assert_shared_race(&e, 32, 32, 0);
+    assert!(!e.contains("__syncwarp"), "{e}");
+
+    // The order is transitive: lane 0 -> lane 1 (0x3), lane 1 -> lane 2 (0x6).
+    let y = on_gpu(&Array::zeros(&[1], DType::F32).unwrap());
+    let args = [(&x).into(), (&y).into()];
+    let relay_with = |second| RawKernel::new(&relay(second), "relay").unwrap();
+    relay_with("0x6u").launch(1u32, 32u32, &args).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![values[0]]);
+    // Lane 2 meeting lane 3 instead learns nothing of lane 0's write.
+    let e = failure(relay_with("0xcu").launch(1u32, 32u32, &args));
+    assert_shared_race(&e, 0, 0, 2);
+    assert!(
+        e.contains("no __syncwarp ordering lane 0 before lane 2 of warp 0"),
+        "{e}"
+    );
+}
+
+/// Asserts that `e` reports a race on element `element` of the shared `buf`, thread `writer`
+/// of block 0 having written it and thread `reader` then read it.
+fn assert_shared_race(e: &str, element: usize, writer: u32, reader: u32) {
+    assert!(
+        e.contains(&format!("data race on __shared__ `buf`, element {element}"))
+            && e.contains(&format!(
+                "thread ({writer}, 0, 0) of block (0, 0, 0) wrote it"
+            ))
+            && e.contains(&format!(
+                "thread ({reader}, 0, 0) of block (0, 0, 0) read it"
+            )),
+        "{e}"
+    );
 }
 
 /// Writes only the even elements of its new output.

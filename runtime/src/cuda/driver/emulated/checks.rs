@@ -201,6 +201,9 @@ pub(crate) struct AccessDesc {
     pub(crate) thread: [u32; 3],
     pub(crate) kind: c_int,
     pub(crate) epoch: u32,
+    /// The thread's linear index in its block (its warp and lane).
+    pub(crate) lane: u32,
+    pub(crate) pad: u32,
     pub(crate) pc: u64,
 }
 
@@ -410,6 +413,15 @@ pub(crate) fn describe(
             );
             let why = if r.before.block != r.now.block {
                 "threads of different blocks, which no __syncthreads orders".to_string()
+            } else if r.before.lane / 32 == r.now.lane / 32 {
+                format!(
+                    "with no __syncthreads between them (both after {} barrier(s) of the \
+                     block) and no __syncwarp ordering lane {} before lane {} of warp {}",
+                    r.now.epoch,
+                    r.before.lane % 32,
+                    r.now.lane % 32,
+                    r.now.lane / 32
+                )
             } else {
                 format!(
                     "with no __syncthreads between them (both after {} barrier(s) of the block)",

@@ -84,6 +84,8 @@ struct Access {
   unsigned int thread[3];
   int kind;                  // 0 read, 1 write, 2 atomic
   unsigned int epoch;        // barriers the block had passed
+  unsigned int lane;         // the thread's warp (high 27 bits) and lane (low 5) in its block
+  unsigned int pad;
   unsigned long long pc;     // the instruction's offset in the library (0: unknown)
 };
 
@@ -157,7 +159,6 @@ struct Worker {
   Launch* launch;
   int failed;
   unsigned int epoch;           // barriers the running block has passed
-  unsigned int warp_epoch[32];  // full-warp __syncwarp()s each warp of the block has passed
   unsigned long long block_linear;
   sigjmp_buf* abort_to;         // where a fault or a failing check ends the launch
 };
@@ -245,6 +246,7 @@ KUSARI_EMU_SHIM static void describe_thread(Access* a, unsigned long long block_
   a->thread[0] = t % b.x;
   a->thread[1] = (t / b.x) % b.y;
   a->thread[2] = t / (b.x * b.y);
+  a->lane = t;
 }
 
 KUSARI_EMU_SHIM static unsigned int thread_linear() {
@@ -334,6 +336,15 @@ struct Checker {
   // not thread-local: a library's checked launches run one at a time, on the launching thread.
   unsigned long long fast_start[8], fast_len[8];
   unsigned int nfast;
+  // What `__syncwarp(mask)` orders (a vector clock per thread over the lanes of its warp;
+  // the race check only): `lane_clock[t]`, the __syncwarp()s thread t has passed;
+  // `lane_seen[t * 32 + l]`, the clock of lane l of t's warp at the last __syncwarp() that
+  // ordered l's earlier accesses before t's next ones (directly, both in its mask, or through
+  // lanes that met both). Whole warps of the block, reset each block that used them.
+  unsigned int* lane_clock;
+  unsigned int* lane_seen;
+  size_t lane_bytes;
+  bool lanes_used;
 };
 static Checker checker;
 
@@ -392,6 +403,11 @@ KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
   if (l->checks & kCheckRaces) {
     c.tls_cells = (Cell*)map_zeroed(granules(c.tls_lo, tls_len, 0) * kCell);
     c.dyn_cells = (Cell*)map_zeroed(granules(0, kMaxDynamicShared, 0) * kCell);
+    const size_t warps = ((size_t)l->block[0] * l->block[1] * l->block[2] + 31) / 32;
+    c.lane_bytes = warps * 32 * 33 * sizeof(unsigned int);
+    c.lane_clock = (unsigned int*)map_zeroed(c.lane_bytes);
+    c.lane_seen = c.lane_clock ? c.lane_clock + warps * 32 : nullptr;
+    c.lanes_used = false;
     for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
       const Range& r = l->ranges[i];
       const size_t n = range_len(r);
@@ -435,6 +451,8 @@ KUSARI_EMU_SHIM static void end_checks(Launch* l) {
     unmap(c.tls_cells, granules(c.tls_lo, tls_len, 0) * kCell);
     unmap(c.dyn_cells, granules(0, kMaxDynamicShared, 0) * kCell);
     c.tls_cells = c.dyn_cells = nullptr;
+    unmap(c.lane_clock, c.lane_bytes);
+    c.lane_clock = c.lane_seen = nullptr;
     for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
       const Range& r = l->ranges[i];
       const size_t n = range_len(r);
@@ -458,6 +476,8 @@ KUSARI_EMU_SHIM static void begin_block_checks() {
     memset(cell, 0, sizeof *cell);
   }
   c.touched_len = 0;
+  if (c.lanes_used) memset(c.lane_clock, 0, c.lane_bytes);
+  c.lanes_used = false;
 }
 
 KUSARI_EMU_SHIM static void touch(size_t at) {
@@ -515,20 +535,45 @@ KUSARI_EMU_SHIM static void finding(int what, int space, int param, long long of
   if (!report_only) abort_launch();
 }
 
-// The running thread's epoch: the block's barriers passed (high half) and its warp's
-// full-warp __syncwarp()s (low half).
+// The running thread's epoch: the block's barriers passed (high half) and the thread's
+// __syncwarp()s passed (low half).
 KUSARI_EMU_SHIM static unsigned long long thread_epoch() {
-  return ((unsigned long long)self()->epoch << 32) | self()->warp_epoch[thread_linear() / 32];
+  const Checker& c = checker;
+  const unsigned int lane_clock = c.lane_clock ? c.lane_clock[thread_linear()] : 0;
+  return ((unsigned long long)self()->epoch << 32) | lane_clock;
 }
 
 // Whether an access by thread `key` at `epoch` happened before the running thread's accesses:
 // a thread of the same block, before a barrier both passed since, or a lane of the same warp,
-// before a full-warp __syncwarp() since.
+// before a __syncwarp() that orders it before this thread (see `lane_seen`).
 KUSARI_EMU_SHIM static bool ordered(unsigned long long key, unsigned long long epoch) {
   if (((key - 1) >> 10) != self()->block_linear) return false;
   if ((epoch >> 32) < self()->epoch) return true;
-  const unsigned int warp = thread_linear() / 32;
-  return (((key - 1) & 1023) / 32) == warp && (epoch & 0xffffffffu) < self()->warp_epoch[warp];
+  const Checker& c = checker;
+  const unsigned int t = thread_linear(), other = (unsigned int)((key - 1) & 1023);
+  if (!c.lane_seen || other / 32 != t / 32) return false;
+  return (epoch & 0xffffffffu) < c.lane_seen[t * 32 + other % 32];
+}
+
+// A __syncwarp(mask) of warp `w` has completed: each lane of the mask passes it, and each now
+// has every access that any lane of the mask had ordered before it (vector clocks joined).
+KUSARI_EMU_SHIM static void order_lanes(unsigned int w, unsigned int mask) {
+  Checker& c = checker;
+  if (!c.lane_clock) return;
+  c.lanes_used = true;
+  unsigned int* const clock = c.lane_clock + w * 32;
+  unsigned int* const seen = c.lane_seen + (size_t)w * 32 * 32;
+  unsigned int joined[32] = {0};
+  for (unsigned int l = 0; l < 32; ++l) {
+    if (!((mask >> l) & 1)) continue;
+    ++clock[l];
+    for (unsigned int x = 0; x < 32; ++x)
+      if (seen[l * 32 + x] > joined[x]) joined[x] = seen[l * 32 + x];
+  }
+  for (unsigned int l = 0; l < 32; ++l)
+    if ((mask >> l) & 1) joined[l] = clock[l];
+  for (unsigned int l = 0; l < 32; ++l)
+    if ((mask >> l) & 1) memcpy(seen + l * 32, joined, sizeof joined);
 }
 
 KUSARI_EMU_SHIM static void race(int space, int param, long long offset,
@@ -922,9 +967,10 @@ KUSARI_EMU_SHIM static bool complete_meeting(unsigned int w, unsigned int first,
     results[l] = r;
     preds[l] = pred;
   }
-  // A __syncwarp() of every lane of the warp orders their memory accesses.
-  const unsigned int all = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
-  if (a->op == kSyncwarp && (mask & all) == all) ++worker.warp_epoch[w];
+#ifdef KUSARI_EMU_CHECKED
+  // A __syncwarp() orders the memory accesses of the lanes its mask names.
+  if (a->op == kSyncwarp) order_lanes(w, mask);
+#endif
   for (unsigned int l = 0; l < 32; ++l) {
     if (!((mask >> l) & 1)) continue;
     fib[l]->result = results[l];
@@ -1024,7 +1070,6 @@ KUSARI_EMU_SHIM static void run_blocks(Launch* l, void (*body)(void*), void* arg
                              (unsigned int)(bi / (gx * gy))};
     worker.block_linear = bi;
     worker.epoch = 0;
-    memset(worker.warp_epoch, 0, sizeof worker.warp_epoch);
     if (l->checks) begin_block_checks();
     if (l->fibers) {
       run_block_on_fibers(nthreads);
