@@ -623,6 +623,87 @@ fn assert_shared_race(e: &str, element: usize, writer: u32, reader: u32) {
     );
 }
 
+/// Kernels that reach their arrays through a table of pointers in device memory: `fill`
+/// stores two arrays' addresses in `table`; `sum_through` adds element `t + shift` of the
+/// first to element `t` of the second; `write_through` has every thread write element 0 of the
+/// second.
+const THROUGH_TABLE: &str = r#"
+extern "C" __global__ void fill(float* a, float* b, float** table) {
+    if (threadIdx.x == 0) {
+        table[0] = a;
+        table[1] = b;
+    }
+}
+extern "C" __global__ void sum_through(float* const* table, float* out, int shift) {
+    const int t = threadIdx.x;
+    out[t] = table[0][t + shift] + table[1][t];
+}
+extern "C" __global__ void write_through(float* const* table) {
+    table[1][0] = (float)threadIdx.x;
+}
+"#;
+
+#[test]
+fn memory_reached_through_pointers_stored_in_memory_is_checked() {
+    if !emulated("memory_reached_through_pointers_stored_in_memory_is_checked") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let kernel = |name| RawKernel::new(THROUGH_TABLE, name).unwrap();
+    let a_values = [1.0, 2.0, 3.0, 4.0];
+    let b_values = [10.0, 20.0, 30.0, 40.0];
+    let (a, b) = (on_gpu(&f32s(&a_values)), on_gpu(&f32s(&b_values)));
+    let table = |a: &Array, b: &Array| {
+        let table = on_gpu(&Array::zeros(&[2], DType::U64).unwrap());
+        kernel("fill")
+            .launch(1u32, 1u32, &[a.into(), b.into(), (&table).into()])
+            .unwrap();
+        table
+    };
+    let out = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
+    let sum = |table: &Array, shift: i32| {
+        kernel("sum_through").launch(1u32, 4u32, &[table.into(), (&out).into(), shift.into()])
+    };
+    let both = table(&a, &b);
+    sum(&both, 0).unwrap();
+    let want: Vec<f32> = a_values.iter().zip(&b_values).map(|(x, y)| x + y).collect();
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
+
+    let reached = "which the kernel reached through a pointer stored in memory (no parameter points \
+                   into it)";
+    // x[-1] through the table.
+    let e = failure(sum(&both, -1));
+    assert!(e.contains("out-of-bounds access"), "{e}");
+    assert!(e.contains(reached) && e.contains("element -1"), "{e}");
+    assert!(e.contains("thread (0, 0, 0) of block (0, 0, 0)"), "{e}");
+    // An array whose odd elements nothing wrote, read through the table.
+    let evens = EVENS.call().arg(&a).run().unwrap().remove(0);
+    let e = failure(sum(&table(&evens, &b), 0));
+    assert!(e.contains("read of uninitialized memory"), "{e}");
+    assert!(
+        e.contains(reached) && e.contains("element 1 (4-byte elements)"),
+        "{e}"
+    );
+    assert!(e.contains("thread (1, 0, 0) of block (0, 0, 0)"), "{e}");
+    // Two threads writing one element through the table.
+    let e = failure(kernel("write_through").launch(1u32, 2u32, &[(&both).into()]));
+    assert!(e.contains("data race on the allocation at"), "{e}");
+    assert!(
+        e.contains(reached) && e.contains("element 0 (4-byte elements)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
+            && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
+        "{e}"
+    );
+    // One thread writing it is no race, and what it wrote counts as written.
+    kernel("write_through")
+        .launch(1u32, 1u32, &[(&both).into()])
+        .unwrap();
+    assert_eq!(b.to_vec::<f32>().unwrap()[0], 0.0);
+}
+
 /// Writes only the even elements of its new output.
 static EVENS: kusari::ElementwiseKernel =
     kusari::ElementwiseKernel::new("evens", "T x", "T y", "", "if (i % 2 == 0) y = x;");

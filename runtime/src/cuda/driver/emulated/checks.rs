@@ -367,6 +367,12 @@ fn memory_of(r: &ReportDesc, image: Option<&ImageFile>) -> String {
         }
     };
     match r.space {
+        0 if r.param == super::run::REACHED => format!(
+            "the allocation at {:#x}, which the kernel reached through a pointer stored in memory \
+             (no parameter points into it), {}",
+            r.address.wrapping_sub(r.offset as u64),
+            element(r.offset)
+        ),
         0 => format!("parameter {}, {}", r.param, element(r.offset)),
         1 => match image.and_then(|i| i.shared_variable(r.offset as u64)) {
             Some((name, within)) => {

@@ -219,7 +219,26 @@ pub(crate) struct Extent {
 pub(crate) fn extent(ptr: DevicePtr) -> Option<Extent> {
     let s = lock();
     let (&start, a) = s.live.range(..=ptr).next_back()?;
-    (ptr <= start + a.bytes as u64).then(|| Extent {
+    (ptr <= start + a.bytes as u64).then(|| extent_of(start, a))
+}
+
+/// The allocation whose accessible bytes (from its first page's start to its end) hold `addr`,
+/// for a checked kernel that reached `addr` through a pointer stored in memory.
+pub(crate) fn extent_holding(addr: DevicePtr) -> Option<Extent> {
+    let s = lock();
+    let below = s.live.range(..=addr).next_back();
+    let above = s.live.range(addr..).next();
+    match (below, above) {
+        (Some((&start, a)), _) if addr < start + a.bytes as u64 => Some(extent_of(start, a)),
+        (_, Some((&start, a))) if (a.base + page_size()) as u64 <= addr => {
+            Some(extent_of(start, a))
+        }
+        _ => None,
+    }
+}
+
+fn extent_of(start: DevicePtr, a: &Allocation) -> Extent {
+    Extent {
         lo: (a.base + page_size()) as u64,
         start,
         end: start + a.bytes as u64,
@@ -227,7 +246,7 @@ pub(crate) fn extent(ptr: DevicePtr) -> Option<Extent> {
             Some(w) if !all_set(w, a.bytes) => w.as_ptr() as *mut u64,
             _ => std::ptr::null_mut(),
         },
-    })
+    }
 }
 
 /// Whether the first `bytes` bits of `bits` are all set.

@@ -41,6 +41,34 @@ struct LaunchDesc {
     reports: *mut ReportDesc,
     report_cap: u32,
     report_count: u32,
+    /// For a checked launch, the live allocation holding an address the parameters' ranges do
+    /// not (one the kernel reached through a pointer stored in memory).
+    lookup: Option<unsafe extern "C" fn(u64, *mut RangeDesc) -> c_int>,
+}
+
+/// The parameter index of a range the kernel reached through a pointer stored in memory.
+pub(crate) const REACHED: c_int = -2;
+
+/// `LaunchDesc::lookup`: writes the range of the live allocation whose accessible bytes hold
+/// `address` to `out`, and returns 1, or returns 0 when no allocation holds it.
+///
+/// # Safety
+/// `out` must be valid for a write of a `RangeDesc`.
+unsafe extern "C" fn lookup_allocation(address: u64, out: *mut RangeDesc) -> c_int {
+    let Some(e) = memory::extent_holding(address) else {
+        return 0;
+    };
+    let range = RangeDesc {
+        lo: e.lo,
+        start: e.start,
+        end: e.end,
+        written: e.written,
+        param: REACHED,
+        readonly: 0,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { out.write(range) };
+    1
 }
 
 /// An allocation a pointer parameter addresses (`kusari_emu::Range` in `shim.hpp`).
@@ -543,6 +571,7 @@ impl Kernel {
                 reports: reports.as_mut_ptr(),
                 report_cap: if checked.is_some() { REPORTS as u32 } else { 1 },
                 report_count: 0,
+                lookup: checked.is_some().then_some(lookup_allocation as _),
             };
             let shared = &shared;
             let failed = {

@@ -64,6 +64,10 @@ struct Launch {
   struct Report* reports;          // what the checks and a fault found
   unsigned int report_cap;
   unsigned int report_count;
+  // Checked launches: the live allocation whose accessible bytes hold an address (written to
+  // `out`, with `param` -2), for memory the kernel reached through a pointer stored in memory;
+  // returns 0 when none does.
+  int (*lookup)(unsigned long long address, struct Range* out);
 };
 
 enum { kCheckRaces = 1, kCheckInit = 2, kCheckBounds = 4, kInitReportOnly = 8 };
@@ -320,6 +324,7 @@ KUSARI_EMU_SHIM static inline size_t granules(unsigned long long start, size_t l
   return (size_t)(((start + len + (1u << shift) - 1) >> shift) - (start >> shift)) + 1;
 }
 enum { kShadowLimit = 64 << 20 };  // allocations larger than this get no race shadow
+enum { kReached = 64 };            // allocations a launch may reach through stored pointers
 
 struct Checker {
   unsigned long long lib_base;
@@ -345,6 +350,15 @@ struct Checker {
   unsigned int* lane_seen;
   size_t lane_bytes;
   bool lanes_used;
+  // The allocations the kernel reached through pointers stored in memory (no parameter points
+  // into them), each looked up at its first access (see `reached`), with their race shadows;
+  // and the pages no allocation holds (the threads' stacks, the library's own variables),
+  // remembered by page number + 1 in a slot per page number modulo 64, so that their accesses
+  // ask the host's table of allocations once.
+  Range reached[kReached];
+  Cell* reached_cells[kReached];
+  unsigned int nreached;
+  unsigned long long not_device[64];
 };
 static Checker checker;
 
@@ -418,6 +432,8 @@ KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
     }
   }
   c.touched_len = 0;
+  c.nreached = 0;
+  memset(c.not_device, 0, sizeof c.not_device);
   c.nfast = 0;
   for (unsigned int i = 0; i < l->nranges && c.nfast < 8; ++i) {
     const Range& r = l->ranges[i];
@@ -460,6 +476,12 @@ KUSARI_EMU_SHIM static void end_checks(Launch* l) {
       c.range_cells[i] = nullptr;
     }
   }
+  for (unsigned int i = 0; i < c.nreached; ++i) {
+    const Range& r = c.reached[i];
+    unmap(c.reached_cells[i], granules(r.start, range_len(r), 2) * kCell);
+    c.reached_cells[i] = nullptr;
+  }
+  c.nreached = 0;
   delete[] c.touched;
   c.touched = nullptr;
   c.touched_cap = c.touched_len = 0;
@@ -633,6 +655,35 @@ KUSARI_EMU_SHIM static void set_bit(unsigned long long* bits, size_t i) {
     __atomic_fetch_or(&bits[i / 64], m, __ATOMIC_RELAXED);
 }
 
+// The allocation holding `a` that no parameter points into, which the kernel reached through a
+// pointer stored in memory (an array of pointers), with its race shadow in `cells`; null when
+// no allocation holds `a` (a thread's stack, the library's own variables) or the launch has
+// already reached as many as it tracks.
+KUSARI_EMU_SHIM static const Range* reached(unsigned long long a, Cell** cells) {
+  Checker& c = checker;
+  for (unsigned int i = 0; i < c.nreached; ++i) {
+    if (a >= c.reached[i].lo && a < c.reached[i].end) {
+      *cells = c.reached_cells[i];
+      return &c.reached[i];
+    }
+  }
+  const unsigned long long page = a / kPage;
+  unsigned long long& not_device = c.not_device[page % 64];
+  const Launch* l = self()->launch;
+  if (not_device == page + 1 || !l->lookup || c.nreached == kReached) return nullptr;
+  Range& r = c.reached[c.nreached];
+  if (!l->lookup(a, &r)) {
+    not_device = page + 1;
+    return nullptr;
+  }
+  const size_t n = range_len(r);
+  c.reached_cells[c.nreached] = (l->checks & kCheckRaces) && n <= kShadowLimit
+                                    ? (Cell*)map_zeroed(granules(r.start, n, 2) * kCell)
+                                    : nullptr;
+  *cells = c.reached_cells[c.nreached];
+  return &c.reached[c.nreached++];
+}
+
 // One access of `size` bytes at `p` by the running thread; `kind` 0 read, 1 write, 2 atomic.
 KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind, void* ret) {
   Launch* l = self()->launch;
@@ -675,10 +726,11 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
       const unsigned int mid = (lo + hi) / 2;
       if (l->ranges[mid].lo <= a) lo = mid + 1; else hi = mid;
     }
-    if (lo == 0) return;
-    const unsigned int i = lo - 1;
-    const Range& r = l->ranges[i];
-    if (a >= r.end) return;
+    const Range* found = lo > 0 && a < l->ranges[lo - 1].end ? &l->ranges[lo - 1] : nullptr;
+    Cell* found_cells = found && lo - 1 < 64 ? c.range_cells[lo - 1] : nullptr;
+    if (!found) found = reached(a, &found_cells);
+    if (!found) return;
+    const Range& r = *found;
     space = 0;
     param = r.param;
     offset = (long long)(a - r.start);
@@ -695,7 +747,7 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
       return;
     }
     if (kind == 0 && reads_unchecked(r, l->checks)) return;
-    cells = i < 64 ? c.range_cells[i] : nullptr;
+    cells = found_cells;
     init = r.init;
     base = r.start;
   }
