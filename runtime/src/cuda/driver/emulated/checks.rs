@@ -11,6 +11,7 @@
 //! them) and the name of a `__shared__` variable (`readelf`).
 
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::ffi::{c_int, c_void};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -186,7 +187,26 @@ pub(crate) fn keep_report(report: String) {
         .push(report);
 }
 
-/// The findings kept in report mode ([`InitCheck::Report`]) since the last call, oldest first.
+/// Warns, once for each kernel and parameter (or allocation reached through a stored pointer),
+/// that a launch checked its races without a race shadow for that memory, and keeps the
+/// warning for [`take_reports`].
+pub(crate) fn note_unshadowed(kernel: &str, param: c_int, address: u64, text: String) {
+    static NOTED: OnceLock<Mutex<HashSet<(String, c_int, u64)>>> = OnceLock::new();
+    let address = if param >= 0 { 0 } else { address };
+    let first = NOTED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert((kernel.to_string(), param, address));
+    if first {
+        keep_report(text);
+    }
+}
+
+/// The findings kept in report mode ([`InitCheck::Report`]) since the last call, oldest first,
+/// and the warnings that a checked launch left an allocation's races unchecked (its race shadow
+/// would pass the launch's budget, a quarter of the machine's memory; once for each kernel and
+/// parameter).
 pub fn take_reports() -> Vec<String> {
     std::mem::take(&mut *reports().lock().unwrap_or_else(PoisonError::into_inner))
 }
@@ -481,6 +501,20 @@ pub(crate) fn describe(
                 at_line(image, r.now.pc)
             )
         }
+        6 => format!(
+            "kernel {kernel}: races on {} ({} MiB) go unchecked: its race shadow (ten times its \
+             size, at most) would pass the launch's budget of {} MiB (a quarter of the machine's \
+             memory); its bounds and initialization are still checked",
+            match r.param {
+                super::run::REACHED => format!(
+                    "the allocation at {:#x}, reached through a pointer stored in memory",
+                    r.address
+                ),
+                p => format!("parameter {p}"),
+            },
+            (r.offset as u64).div_ceil(1 << 20),
+            super::run::shadow_budget() >> 20
+        ),
         5 => format!(
             "kernel {kernel}: {who} {} {}{}, but every parameter that points into that \
              allocation is a pointer to const: the kernel may not write it (a cast-away const, \

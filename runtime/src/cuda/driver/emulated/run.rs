@@ -44,6 +44,33 @@ struct LaunchDesc {
     /// For a checked launch, the live allocation holding an address the parameters' ranges do
     /// not (one the kernel reached through a pointer stored in memory).
     lookup: Option<unsafe extern "C" fn(u64, *mut RangeDesc) -> c_int>,
+    /// For a checked launch, the bytes of race shadow it may map ([`shadow_budget`]).
+    shadow_budget: u64,
+}
+
+/// The race shadow a checked launch may map: a 40-byte cell for each 4 bytes of each
+/// allocation its kernel may write, mapped as the kernel touches it, so up to ten times the
+/// bytes the kernel touches. A quarter of the machine's memory; the allocations past it get
+/// none (their races go unchecked, which a warning says), instead of the process running out
+/// of memory.
+pub(crate) fn shadow_budget() -> u64 {
+    #[cfg(test)]
+    if let Some(budget) = SHADOW_BUDGET.with(std::cell::Cell::get) {
+        return budget;
+    }
+    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        // SAFETY: sysconf reads a system constant.
+        let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+        let pages = u64::try_from(pages).unwrap_or(0).max(1 << 18);
+        pages * memory::page_size() as u64 / 4
+    })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's race-shadow budget for this thread's checked launches.
+    pub(crate) static SHADOW_BUDGET: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }
 
 /// The parameter index of a range the kernel reached through a pointer stored in memory.
@@ -572,6 +599,11 @@ impl Kernel {
                 report_cap: if checked.is_some() { REPORTS as u32 } else { 1 },
                 report_count: 0,
                 lookup: checked.is_some().then_some(lookup_allocation as _),
+                shadow_budget: if checked.is_some() {
+                    shadow_budget()
+                } else {
+                    0
+                },
             };
             let shared = &shared;
             let failed = {
@@ -627,7 +659,9 @@ impl Kernel {
             checked.is_some_and(|c| c.checks.initialization == checks::InitCheck::Report);
         let mut error = None;
         for (r, text) in found.iter().zip(texts) {
-            if report_mode && r.what == 2 {
+            if r.what == 6 {
+                checks::note_unshadowed(&self.name, r.param, r.address, text);
+            } else if report_mode && r.what == 2 {
                 checks::keep_report(text);
             } else if error.is_none() {
                 error = Some(text);

@@ -68,6 +68,8 @@ struct Launch {
   // `out`, with `param` -2), for memory the kernel reached through a pointer stored in memory;
   // returns 0 when none does.
   int (*lookup)(unsigned long long address, struct Range* out);
+  // Checked launches: the bytes of race shadow the launch may map (see `shadow`).
+  unsigned long long shadow_budget;
 };
 
 enum { kCheckRaces = 1, kCheckInit = 2, kCheckBounds = 4, kInitReportOnly = 8 };
@@ -96,7 +98,8 @@ struct Access {
 // A finding (`ReportDesc` in run.rs).
 struct Report {
   int what;                  // 1 race, 2 uninitialized read, 3 out of bounds, 4 signal,
-                             // 5 a write to memory only pointers to const address
+                             // 5 a write to memory only pointers to const address,
+                             // 6 an allocation without race shadow (`offset`: its bytes)
   int space;                 // 0 a parameter's allocation, 1 __shared__, 2 extern __shared__, 3 other
   int param;
   int size;                  // bytes accessed
@@ -323,7 +326,6 @@ KUSARI_EMU_SHIM static inline size_t granules(unsigned long long start, size_t l
                                               unsigned int shift) {
   return (size_t)(((start + len + (1u << shift) - 1) >> shift) - (start >> shift)) + 1;
 }
-enum { kShadowLimit = 64 << 20 };  // allocations larger than this get no race shadow
 enum { kReached = 64 };            // allocations a launch may reach through stored pointers
 
 struct Checker {
@@ -359,6 +361,7 @@ struct Checker {
   Cell* reached_cells[kReached];
   unsigned int nreached;
   unsigned long long not_device[64];
+  unsigned long long shadow_left;  // of the launch's `shadow_budget`
 };
 static Checker checker;
 
@@ -391,6 +394,24 @@ static const size_t kCell = sizeof(Cell);
 
 KUSARI_EMU_SHIM static size_t range_len(const Range& r) { return (size_t)(r.end - r.start); }
 
+// The race shadow of range `r` (a 40-byte cell for each 4 bytes, mapped as touched), within
+// what is left of the launch's budget; past it, or when the mapping fails, none, and a report
+// (not a failure) says that races on `r` go unchecked.
+KUSARI_EMU_SHIM static Cell* shadow(const Range& r) {
+  Checker& c = checker;
+  const size_t bytes = granules(r.start, range_len(r), 2) * kCell;
+  Cell* cells = bytes <= c.shadow_left ? (Cell*)map_zeroed(bytes) : nullptr;
+  if (cells) {
+    c.shadow_left -= bytes;
+  } else if (Report* made = new_report(6)) {
+    made->space = 0;
+    made->param = r.param;
+    made->address = r.start;
+    made->offset = (long long)range_len(r);
+  }
+  return cells;
+}
+
 // Whether reads of range `r` need no check at all: the kernel reaches it only through pointers
 // to const (no race: nothing writes it), and every byte was written before the launch (`init`
 // null) or initialization goes unchecked.
@@ -422,13 +443,11 @@ KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
     c.lane_clock = (unsigned int*)map_zeroed(c.lane_bytes);
     c.lane_seen = c.lane_clock ? c.lane_clock + warps * 32 : nullptr;
     c.lanes_used = false;
+    c.shadow_left = l->shadow_budget;
     for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
       const Range& r = l->ranges[i];
-      const size_t n = range_len(r);
       // A read-only range needs no race shadow: reads do not race with reads.
-      c.range_cells[i] = n <= kShadowLimit && !r.readonly
-                             ? (Cell*)map_zeroed(granules(r.start, n, 2) * kCell)
-                             : nullptr;
+      c.range_cells[i] = r.readonly ? nullptr : shadow(r);
     }
   }
   c.touched_len = 0;
@@ -676,10 +695,7 @@ KUSARI_EMU_SHIM static const Range* reached(unsigned long long a, Cell** cells) 
     not_device = page + 1;
     return nullptr;
   }
-  const size_t n = range_len(r);
-  c.reached_cells[c.nreached] = (l->checks & kCheckRaces) && n <= kShadowLimit
-                                    ? (Cell*)map_zeroed(granules(r.start, n, 2) * kCell)
-                                    : nullptr;
+  c.reached_cells[c.nreached] = (l->checks & kCheckRaces) ? shadow(r) : nullptr;
   *cells = c.reached_cells[c.nreached];
   return &c.reached[c.nreached++];
 }
@@ -1164,7 +1180,12 @@ KUSARI_EMU_SHIM static void run(Launch* l, void (*body)(void*), void* arg,
   }
   worker.abort_to = nullptr;
   if (l->checks) end_checks(l);
-  if (l->report_count && !worker.failed && !(l->checks & kInitReportOnly)) worker.failed = 1;
+  // A finding fails the launch; an uninitialized read in report mode, and an allocation
+  // without race shadow, do not.
+  for (unsigned int i = 0; i < l->report_count && !worker.failed; ++i) {
+    const int what = l->reports[i].what;
+    if (what != 6 && !(what == 2 && (l->checks & kInitReportOnly))) worker.failed = 1;
+  }
   worker.launch = nullptr;
 }
 

@@ -396,3 +396,67 @@ fn launch_limits_and_what_is_not_emulated_are_errors_naming_them() {
         "{msg}"
     );
 }
+
+/// Every thread writes element 0 of `out`: a race whenever a block has two threads.
+const ALL_WRITE_ONE: &str = r#"
+extern "C" __global__ void all_write_one(float* out) {
+  out[0] = (float)threadIdx.x;
+}
+"#;
+
+#[test]
+fn races_on_memory_past_the_shadow_budget_go_unchecked_with_a_warning() {
+    use super::run::SHADOW_BUDGET;
+    use crate::cuda::sanitizer::{self, Checks};
+    let Some(dev) = dev(
+        0,
+        "races_on_memory_past_the_shadow_budget_go_unchecked_with_a_warning",
+    ) else {
+        return;
+    };
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let k = kernel(&dev, "all_write_one", ALL_WRITE_ONE).unwrap();
+    // 1 KiB (a 10 KiB shadow) and 1 MiB (a 10 MiB shadow).
+    let small = upload_f32(&dev, &[0.0; 256]);
+    let large = upload_f32(&dev, &vec![0.0; 1 << 18]);
+    let run = |p: u64| k.launch(&dev, 1, 2, &mut [p], "all_write_one");
+    SHADOW_BUDGET.with(|b| b.set(Some(4 << 20)));
+    let e = run(small).unwrap_err().to_string();
+    assert!(e.contains("data race on parameter 0, element 0"), "{e}");
+    // Past the budget: the race goes unseen, and a warning says so.
+    run(large).unwrap();
+    let noted: Vec<String> = sanitizer::take_reports()
+        .into_iter()
+        .filter(|r| r.contains("all_write_one"))
+        .collect();
+    assert_eq!(noted.len(), 1, "{noted:?}");
+    assert!(
+        noted[0].contains(
+            "kernel all_write_one: races on parameter 0 (1 MiB) go unchecked: its race shadow"
+        ) && noted[0].contains("budget of 4 MiB"),
+        "{noted:?}"
+    );
+    // With the machine's budget (a quarter of its memory), a 1 MiB allocation is checked, and
+    // one of 65 MiB (a 650 MiB shadow, of which the kernel touches one page) where the budget
+    // holds its shadow: there is no fixed limit on an allocation's size.
+    SHADOW_BUDGET.with(|b| b.set(None));
+    let e = run(large).unwrap_err().to_string();
+    assert!(e.contains("data race on parameter 0, element 0"), "{e}");
+    let huge_bytes = 65usize << 20;
+    let huge = dev.backend.alloc(huge_bytes).unwrap();
+    // SAFETY: the allocation holds `huge_bytes` bytes.
+    unsafe { dev.backend.memset(huge, 0, huge_bytes) }.unwrap();
+    match run(huge) {
+        Err(e) => assert!(e.to_string().contains("data race on parameter 0"), "{e}"),
+        Ok(()) => assert!(
+            super::run::shadow_budget() < 10 * huge_bytes as u64,
+            "a race on the 65 MiB allocation went unchecked within the budget"
+        ),
+    }
+    // SAFETY: allocated above, freed once.
+    unsafe {
+        for p in [small, large, huge] {
+            dev.backend.free(p);
+        }
+    }
+}
