@@ -187,6 +187,39 @@ pub(crate) fn keep_report(report: String) {
         .push(report);
 }
 
+/// The parameter index of memory a kernel reached through a pointer stored in memory.
+pub(crate) const REACHED: c_int = -2;
+
+/// The race shadow a checked launch may map: a 40-byte cell for each 4 bytes of each
+/// allocation its kernel may write, mapped as the kernel touches it, so up to ten times the
+/// bytes the kernel touches. A quarter of the machine's memory; the allocations past it get
+/// none (their races go unchecked, which a warning says), instead of the process running out
+/// of memory.
+pub(crate) fn shadow_budget() -> u64 {
+    #[cfg(test)]
+    if let Some(budget) = SHADOW_BUDGET.with(Cell::get) {
+        return budget;
+    }
+    static BUDGET: OnceLock<u64> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        // SAFETY: sysconf reads system constants.
+        let (pages, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        let bytes = u64::try_from(pages).unwrap_or(0) * u64::try_from(page).unwrap_or(0);
+        bytes.max(1 << 30) / 4
+    })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's race-shadow budget for this thread's checked launches.
+    pub(crate) static SHADOW_BUDGET: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
 /// Warns, once for each kernel and parameter (or allocation reached through a stored pointer),
 /// that a launch checked its races without a race shadow for that memory, and keeps the
 /// warning for [`take_reports`].
@@ -387,7 +420,7 @@ fn memory_of(r: &ReportDesc, image: Option<&ImageFile>) -> String {
         }
     };
     match r.space {
-        0 if r.param == super::run::REACHED => format!(
+        0 if r.param == REACHED => format!(
             "the allocation at {:#x}, which the kernel reached through a pointer stored in memory \
              (no parameter points into it), {}",
             r.address.wrapping_sub(r.offset as u64),
@@ -506,14 +539,14 @@ pub(crate) fn describe(
              size, at most) would pass the launch's budget of {} MiB (a quarter of the machine's \
              memory); its bounds and initialization are still checked",
             match r.param {
-                super::run::REACHED => format!(
+                REACHED => format!(
                     "the allocation at {:#x}, reached through a pointer stored in memory",
                     r.address
                 ),
                 p => format!("parameter {p}"),
             },
             (r.offset as u64).div_ceil(1 << 20),
-            super::run::shadow_budget() >> 20
+            shadow_budget() >> 20
         ),
         5 => format!(
             "kernel {kernel}: {who} {} {}{}, but every parameter that points into that \

@@ -44,37 +44,9 @@ struct LaunchDesc {
     /// For a checked launch, the live allocation holding an address the parameters' ranges do
     /// not (one the kernel reached through a pointer stored in memory).
     lookup: Option<unsafe extern "C" fn(u64, *mut RangeDesc) -> c_int>,
-    /// For a checked launch, the bytes of race shadow it may map ([`shadow_budget`]).
+    /// For a checked launch, the bytes of race shadow it may map ([`checks::shadow_budget`]).
     shadow_budget: u64,
 }
-
-/// The race shadow a checked launch may map: a 40-byte cell for each 4 bytes of each
-/// allocation its kernel may write, mapped as the kernel touches it, so up to ten times the
-/// bytes the kernel touches. A quarter of the machine's memory; the allocations past it get
-/// none (their races go unchecked, which a warning says), instead of the process running out
-/// of memory.
-pub(crate) fn shadow_budget() -> u64 {
-    #[cfg(test)]
-    if let Some(budget) = SHADOW_BUDGET.with(std::cell::Cell::get) {
-        return budget;
-    }
-    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        // SAFETY: sysconf reads a system constant.
-        let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
-        let pages = u64::try_from(pages).unwrap_or(0).max(1 << 18);
-        pages * memory::page_size() as u64 / 4
-    })
-}
-
-#[cfg(test)]
-thread_local! {
-    /// A test's race-shadow budget for this thread's checked launches.
-    pub(crate) static SHADOW_BUDGET: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-}
-
-/// The parameter index of a range the kernel reached through a pointer stored in memory.
-pub(crate) const REACHED: c_int = -2;
 
 /// `LaunchDesc::lookup`: writes the range of the live allocation whose accessible bytes hold
 /// `address` to `out`, and returns 1, or returns 0 when no allocation holds it.
@@ -90,7 +62,7 @@ unsafe extern "C" fn lookup_allocation(address: u64, out: *mut RangeDesc) -> c_i
         start: e.start,
         end: e.end,
         written: e.written,
-        param: REACHED,
+        param: checks::REACHED,
         readonly: 0,
     };
     // SAFETY: the caller's contract.
@@ -600,7 +572,7 @@ impl Kernel {
                 report_count: 0,
                 lookup: checked.is_some().then_some(lookup_allocation as _),
                 shadow_budget: if checked.is_some() {
-                    shadow_budget()
+                    checks::shadow_budget()
                 } else {
                     0
                 },

@@ -406,7 +406,7 @@ extern "C" __global__ void all_write_one(float* out) {
 
 #[test]
 fn races_on_memory_past_the_shadow_budget_go_unchecked_with_a_warning() {
-    use super::run::SHADOW_BUDGET;
+    use super::checks::SHADOW_BUDGET;
     use crate::cuda::sanitizer::{self, Checks};
     let Some(dev) = dev(
         0,
@@ -449,7 +449,7 @@ fn races_on_memory_past_the_shadow_budget_go_unchecked_with_a_warning() {
     match run(huge) {
         Err(e) => assert!(e.to_string().contains("data race on parameter 0"), "{e}"),
         Ok(()) => assert!(
-            super::run::shadow_budget() < 10 * huge_bytes as u64,
+            super::checks::shadow_budget() < 10 * huge_bytes as u64,
             "a race on the 65 MiB allocation went unchecked within the budget"
         ),
     }
