@@ -220,17 +220,17 @@ thread_local! {
     pub(crate) static SHADOW_BUDGET: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
-/// Warns, once for each kernel and parameter (or allocation reached through a stored pointer),
-/// that a launch checked its races without a race shadow for that memory, and keeps the
-/// warning for [`take_reports`].
-pub(crate) fn note_unshadowed(kernel: &str, param: c_int, address: u64, text: String) {
-    static NOTED: OnceLock<Mutex<HashSet<(String, c_int, u64)>>> = OnceLock::new();
-    let address = if param >= 0 { 0 } else { address };
+/// Warns, once for each kernel and parameter (all the memory a kernel reaches through stored
+/// pointers counting as one), that a launch checked its races without a race shadow for that
+/// memory, and keeps the warning for [`take_reports`]. Once, so that a loop of launches neither
+/// floods the log nor grows the kept warnings.
+pub(crate) fn note_unshadowed(kernel: &str, param: c_int, text: String) {
+    static NOTED: OnceLock<Mutex<HashSet<(String, c_int)>>> = OnceLock::new();
     let first = NOTED
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert((kernel.to_string(), param, address));
+        .insert((kernel.to_string(), param));
     if first {
         keep_report(text);
     }
@@ -536,7 +536,7 @@ pub(crate) fn describe(
         }
         6 => format!(
             "kernel {kernel}: races on {} ({} MiB) go unchecked: its race shadow (ten times its \
-             size, at most) would pass the launch's budget of {} MiB (a quarter of the machine's \
+             size) would pass the launch's budget of {} MiB (a quarter of the machine's \
              memory); its bounds and initialization are still checked",
             match r.param {
                 REACHED => format!(

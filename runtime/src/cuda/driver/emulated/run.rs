@@ -632,7 +632,7 @@ impl Kernel {
         let mut error = None;
         for (r, text) in found.iter().zip(texts) {
             if r.what == 6 {
-                checks::note_unshadowed(&self.name, r.param, r.address, text);
+                checks::note_unshadowed(&self.name, r.param, text);
             } else if report_mode && r.what == 2 {
                 checks::keep_report(text);
             } else if error.is_none() {
