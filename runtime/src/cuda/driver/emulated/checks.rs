@@ -404,6 +404,14 @@ fn at_line(image: Option<&ImageFile>, pc: u64) -> String {
     }
 }
 
+/// The allocation starting at `start`, which no parameter addresses, in words.
+fn reached_allocation(start: u64) -> String {
+    format!(
+        "the allocation at {start:#x}, which the kernel reached through a pointer stored in \
+         memory (no parameter points into it)"
+    )
+}
+
 /// What a report's memory is: a parameter's allocation, a `__shared__` variable or dynamic
 /// shared memory, with the element the access reached.
 fn memory_of(r: &ReportDesc, image: Option<&ImageFile>) -> String {
@@ -421,9 +429,8 @@ fn memory_of(r: &ReportDesc, image: Option<&ImageFile>) -> String {
     };
     match r.space {
         0 if r.param == REACHED => format!(
-            "the allocation at {:#x}, which the kernel reached through a pointer stored in memory \
-             (no parameter points into it), {}",
-            r.address.wrapping_sub(r.offset as u64),
+            "{}, {}",
+            reached_allocation(r.address.wrapping_sub(r.offset as u64)),
             element(r.offset)
         ),
         0 => format!("parameter {}, {}", r.param, element(r.offset)),
@@ -539,10 +546,7 @@ pub(crate) fn describe(
              size) would pass the launch's budget of {} MiB (a quarter of the machine's \
              memory); its bounds and initialization are still checked",
             match r.param {
-                REACHED => format!(
-                    "the allocation at {:#x}, reached through a pointer stored in memory",
-                    r.address
-                ),
+                REACHED => reached_allocation(r.address),
                 p => format!("parameter {p}"),
             },
             (r.offset as u64).div_ceil(1 << 20),

@@ -394,12 +394,17 @@ static const size_t kCell = sizeof(Cell);
 
 KUSARI_EMU_SHIM static size_t range_len(const Range& r) { return (size_t)(r.end - r.start); }
 
-// The race shadow of range `r` (a 40-byte cell for each 4 bytes, mapped as touched), within
-// what is left of the launch's budget; past it, or when the mapping fails, none, and a report
-// (not a failure) says that races on `r` go unchecked.
+// The bytes of range `r`'s race shadow: a 40-byte cell for each 4 bytes.
+KUSARI_EMU_SHIM static size_t shadow_bytes(const Range& r) {
+  return granules(r.start, range_len(r), 2) * kCell;
+}
+
+// The race shadow of range `r` (mapped as touched), within what is left of the launch's
+// budget; past it, or when the mapping fails, none, and a report (not a failure) says that
+// races on `r` go unchecked.
 KUSARI_EMU_SHIM static Cell* shadow(const Range& r) {
   Checker& c = checker;
-  const size_t bytes = granules(r.start, range_len(r), 2) * kCell;
+  const size_t bytes = shadow_bytes(r);
   Cell* cells = bytes <= c.shadow_left ? (Cell*)map_zeroed(bytes) : nullptr;
   if (cells) {
     c.shadow_left -= bytes;
@@ -489,15 +494,12 @@ KUSARI_EMU_SHIM static void end_checks(Launch* l) {
     unmap(c.lane_clock, c.lane_bytes);
     c.lane_clock = c.lane_seen = nullptr;
     for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
-      const Range& r = l->ranges[i];
-      const size_t n = range_len(r);
-      if (c.range_cells[i]) unmap(c.range_cells[i], granules(r.start, n, 2) * kCell);
+      unmap(c.range_cells[i], shadow_bytes(l->ranges[i]));
       c.range_cells[i] = nullptr;
     }
   }
   for (unsigned int i = 0; i < c.nreached; ++i) {
-    const Range& r = c.reached[i];
-    unmap(c.reached_cells[i], granules(r.start, range_len(r), 2) * kCell);
+    unmap(c.reached_cells[i], shadow_bytes(c.reached[i]));
     c.reached_cells[i] = nullptr;
   }
   c.nreached = 0;
