@@ -781,3 +781,238 @@ extern "C" __global__ void sneaky(const float* x, float* y) {
         assert_eq!(got[i], 2.0 * values[i], "b[{i}]");
     }
 }
+
+/// Kernels indexing arrays whose size their type gives, which no allocation's bounds cover:
+/// `weigh` a `__constant__` table at `t + shift`, `rotate` a `__shared__` array at `t + shift`
+/// (modulo `wrap`), `window_sum` a thread's own array of 4 over its first `n` elements.
+const FIXED_ARRAYS: &str = r#"
+__constant__ float taps[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+extern "C" __global__ void weigh(const float* x, float* out, int shift) {
+    const int t = threadIdx.x;
+    out[t] = x[t] * taps[t + shift];
+}
+extern "C" __global__ void rotate(const float* x, float* out, int shift, int wrap) {
+    __shared__ float s[32];
+    const int t = threadIdx.x;
+    s[t] = x[t];
+    __syncthreads();
+    out[t] = s[(t + shift) % wrap];
+}
+extern "C" __global__ void window_sum(const float* x, float* out, int n) {
+    float window[4];
+    for (int k = 0; k < 4; ++k) window[k] = x[threadIdx.x + k];
+    float sum = 0.0f;
+    for (int k = 0; k < n; ++k) sum += window[k];
+    out[threadIdx.x] = sum;
+}
+"#;
+
+#[test]
+fn indices_outside_constant_shared_and_local_arrays_are_caught() {
+    if !emulated("indices_outside_constant_shared_and_local_arrays_are_caught") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let kernel = |name| RawKernel::new(FIXED_ARRAYS, name).unwrap();
+    let values: Vec<f32> = (0..36).map(|i| (i * 5 % 11) as f32 - 3.0).collect();
+    let x = on_gpu(&f32s(&values));
+    let out = on_gpu(&Array::zeros(&[32], DType::F32).unwrap());
+    let stopped = "the access was stopped before it happened";
+
+    // A __constant__ table of 4, read at t + 1 by 4 threads: thread 3 reads taps[4].
+    let weigh = |threads: u32, shift: i32| {
+        kernel("weigh").launch(1u32, threads, &[(&x).into(), (&out).into(), shift.into()])
+    };
+    let e = failure(weigh(4, 1));
+    assert!(
+        e.contains(
+            "kernel weigh: index out of bounds: thread (3, 0, 0) of block (0, 0, 0) used index 4 \
+             into an array of type 'float [4]', whose indices run from 0 to 3 at weigh:5"
+        ),
+        "{e}"
+    );
+    assert!(e.contains(stopped), "{e}");
+    // An index before the table is caught as well.
+    let e = failure(weigh(4, -1));
+    assert!(
+        e.contains("thread (0, 0, 0) of block (0, 0, 0) used index -1"),
+        "{e}"
+    );
+    weigh(3, 1).unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    for t in 0..3 {
+        assert_eq!(got[t], values[t] * (t + 2) as f32, "out[{t}]");
+    }
+
+    // A __shared__ array of 32 read one past the end by the last thread: without the check the
+    // read lands in whatever the block's shared memory holds next.
+    let rotate = |wrap: i32| {
+        kernel("rotate").launch(
+            1u32,
+            32u32,
+            &[(&x).into(), (&out).into(), 1i32.into(), wrap.into()],
+        )
+    };
+    let e = failure(rotate(33));
+    assert!(
+        e.contains(
+            "kernel rotate: index out of bounds: thread (31, 0, 0) of block (0, 0, 0) used index \
+             32 into an array of type 'float [32]', whose indices run from 0 to 31 at rotate:12"
+        ),
+        "{e}"
+    );
+    rotate(32).unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    for t in 0..32 {
+        assert_eq!(got[t], values[(t + 1) % 32], "out[{t}]");
+    }
+
+    // A thread's own array of 4 summed over 5 elements.
+    let window =
+        |n: i32| kernel("window_sum").launch(1u32, 32u32, &[(&x).into(), (&out).into(), n.into()]);
+    let e = failure(window(5));
+    assert!(
+        e.contains(
+            "kernel window_sum: index out of bounds: thread (0, 0, 0) of block (0, 0, 0) used \
+             index 4 into an array of type 'float [4]', whose indices run from 0 to 3 at \
+             window_sum:18"
+        ),
+        "{e}"
+    );
+    window(4).unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    for t in 0..32 {
+        let want: f32 = values[t..t + 4].iter().sum();
+        assert_eq!(got[t], want, "out[{t}]");
+    }
+
+    // It is the bounds check's: with races and initialization alone, the read past the
+    // __constant__ table goes unseen (it reads what the library holds next), as on a GPU.
+    let _races = sanitizer::scoped(Checks {
+        bounds: false,
+        ..Checks::ALL
+    });
+    weigh(4, 1).unwrap();
+}
+
+/// Stores `a`'s address at `table[k]`; `touch_each` has thread `t` read element 1 of array `t`
+/// of the table (element -1 for thread `bad`), then every thread write element 0 of array
+/// `racy` (when not negative).
+const MANY_REACHED: &str = r#"
+extern "C" __global__ void store(float* a, float** table, int k) {
+    table[k] = a;
+}
+extern "C" __global__ void touch_each(float* const* table, float* out, int bad, int racy) {
+    const int t = threadIdx.x;
+    out[t] = table[t][t == bad ? -1 : 1];
+    if (racy >= 0) table[racy][0] = (float)t;
+}
+"#;
+
+#[test]
+fn every_allocation_a_kernel_reaches_through_stored_pointers_is_checked_however_many() {
+    if !emulated(
+        "every_allocation_a_kernel_reaches_through_stored_pointers_is_checked_however_many",
+    ) {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let kernel = |name| RawKernel::new(MANY_REACHED, name).unwrap();
+    // 100 arrays in a table: more than the 64 a launch tracked before.
+    let n = 100usize;
+    let arrays: Vec<Array> = (0..n)
+        .map(|k| on_gpu(&f32s(&[k as f32, k as f32 + 0.5])))
+        .collect();
+    let table = on_gpu(&Array::zeros(&[n], DType::U64).unwrap());
+    for (k, a) in arrays.iter().enumerate() {
+        kernel("store")
+            .launch(1u32, 1u32, &[a.into(), (&table).into(), (k as i32).into()])
+            .unwrap();
+    }
+    let address = table.to_vec::<u64>().unwrap();
+    let out = on_gpu(&Array::zeros(&[n], DType::F32).unwrap());
+    let touch = |bad: i32, racy: i32| {
+        kernel("touch_each").launch(
+            1u32,
+            n as u32,
+            &[(&table).into(), (&out).into(), bad.into(), racy.into()],
+        )
+    };
+    touch(-1, -1).unwrap();
+    let want: Vec<f32> = (0..n).map(|k| k as f32 + 0.5).collect();
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
+
+    let reached = |k: usize| {
+        format!(
+            "the allocation at {:#x}, which the kernel reached through a pointer stored in \
+             memory (no parameter points into it)",
+            address[k]
+        )
+    };
+    // Thread 80 reads before its array, the 81st the launch reaches.
+    let e = failure(touch(80, -1));
+    assert!(e.contains("out-of-bounds access"), "{e}");
+    assert!(
+        e.contains("thread (80, 0, 0) of block (0, 0, 0) read 4 bytes"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("{}, element -1", reached(80))), "{e}");
+    // Every thread writing element 0 of array 99 (threads 0 and 1 first, one after the other,
+    // with no barrier between them).
+    let e = failure(touch(-1, 99));
+    assert!(
+        e.contains(&format!("data race on {}, element 0", reached(99))),
+        "{e}"
+    );
+    assert!(
+        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
+            && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
+        "{e}"
+    );
+}
+
+#[test]
+fn races_through_any_of_a_kernel_s_many_pointer_parameters_are_caught() {
+    if !emulated("races_through_any_of_a_kernel_s_many_pointer_parameters_are_caught") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    // 70 pointer parameters (more than the 64 whose races were checked before); every thread
+    // writes element 0 of the one `which` names.
+    let n = 70;
+    let params: Vec<String> = (0..n).map(|k| format!("float* p{k}")).collect();
+    let cases: String = (0..n)
+        .map(|k| format!("        case {k}: p{k}[0] = 100.0f + threadIdx.x; break;\n"))
+        .collect();
+    let src = format!(
+        "extern \"C\" __global__ void many({}, int which) {{\n    switch (which) {{\n{cases}    }}\n}}\n",
+        params.join(", ")
+    );
+    let kernel = RawKernel::new(&src, "many").unwrap();
+    let arrays: Vec<Array> = (0..n).map(|k| on_gpu(&f32s(&[k as f32]))).collect();
+    let launch = |threads: u32, which: i32| {
+        let mut args: Vec<kusari::KernelArg> = arrays.iter().map(Into::into).collect();
+        args.push(which.into());
+        kernel.launch(1u32, threads, &args)
+    };
+    // One thread writing it is no race.
+    launch(1, 69).unwrap();
+    assert_eq!(arrays[69].to_vec::<f32>().unwrap(), vec![100.0]);
+    assert_eq!(arrays[68].to_vec::<f32>().unwrap(), vec![68.0]);
+    // Each parameter in turn (the launch orders their allocations by address, so which of
+    // them were past the 64th depends on where they lie).
+    for which in 0..n {
+        let e = failure(launch(2, which));
+        assert!(
+            e.contains(&format!(
+                "kernel many: data race on parameter {which}, element 0 (4-byte elements)"
+            )),
+            "{e}"
+        );
+        assert!(
+            e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
+                && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
+            "{e}"
+        );
+    }
+}

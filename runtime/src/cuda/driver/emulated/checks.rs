@@ -271,7 +271,8 @@ pub(crate) struct ReportDesc {
     pub(crate) offset: i64,
     pub(crate) address: u64,
     pub(crate) signal: c_int,
-    pub(crate) pad: c_int,
+    /// An index outside a fixed-size array (7): its source line.
+    pub(crate) line: c_int,
     pub(crate) now: AccessDesc,
     pub(crate) before: AccessDesc,
 }
@@ -445,6 +446,14 @@ fn memory_of(r: &ReportDesc, image: Option<&ImageFile>) -> String {
     }
 }
 
+/// The length of the outermost dimension of an array type as the compiler names it
+/// (`'float [16]'` and `'float [2][3]'` give 16 and 2).
+fn fixed_length(array: &str) -> Option<u64> {
+    let open = array.find('[')?;
+    let close = open + array[open..].find(']')?;
+    array[open + 1..close].trim().parse().ok()
+}
+
 /// A signal's name and what it usually means in a kernel.
 fn signal_name(sig: c_int) -> &'static str {
     match sig {
@@ -539,6 +548,34 @@ pub(crate) fn describe(
                 verb(r.now.kind),
                 r.size,
                 at_line(image, r.now.pc)
+            )
+        }
+        7 => {
+            // SAFETY: `address` points to the NUL-terminated type name the compiler put in the
+            // library that made the report, which stays loaded while its reports are described
+            // (`Kernel::explain` holds it).
+            let array = (r.address != 0)
+                .then(|| unsafe { std::ffi::CStr::from_ptr(r.address as *const std::ffi::c_char) })
+                .map_or_else(|| "'?'".to_string(), |n| n.to_string_lossy().into_owned());
+            let index = match r.signal {
+                1 => format!("index {}", r.offset),
+                2 => format!("index {}", r.offset as u64),
+                _ => "an index".to_string(),
+            };
+            let valid = match fixed_length(&array) {
+                Some(0) => " (an array of no elements)".to_string(),
+                Some(n) => format!(", whose indices run from 0 to {}", n - 1),
+                None => String::new(),
+            };
+            let line = match at_line(image, r.now.pc) {
+                l if !l.is_empty() => l,
+                _ if r.line > 0 => format!(" at line {}", r.line),
+                _ => String::new(),
+            };
+            format!(
+                "kernel {kernel}: index out of bounds: {who} used {index} into an array of type \
+                 {array}{valid}{line} (a __constant__, __shared__ or local array, or a row of a \
+                 multidimensional one; the access was stopped before it happened)"
             )
         }
         6 => format!(
@@ -688,6 +725,15 @@ mod tests {
         assert_eq!(demangle_static("_ZL7partial"), "partial");
         assert_eq!(demangle_static("_ZZ9block_sumE7partial"), "partial");
         assert_eq!(demangle_static("tile"), "tile");
+    }
+
+    #[test]
+    fn an_array_type_s_name_gives_its_outermost_length() {
+        assert_eq!(fixed_length("'float [16]'"), Some(16));
+        assert_eq!(fixed_length("'float [2][3]'"), Some(2));
+        assert_eq!(fixed_length("'const int [0]'"), Some(0));
+        assert_eq!(fixed_length("'float *'"), None);
+        assert_eq!(fixed_length("'float []'"), None);
     }
 
     #[test]

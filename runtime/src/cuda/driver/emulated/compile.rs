@@ -41,14 +41,17 @@ const FLAGS: [&str; 9] = [
 ];
 
 /// The flags of the checked build (see [`compile_checked`]), beyond [`FLAGS`] less `-shared`:
-/// the compiler's thread-sanitizer instrumentation (whose calls the shim answers), debug lines
+/// the compiler's thread-sanitizer instrumentation and its check of indices into arrays of fixed
+/// size (`-fsanitize=bounds`: `__constant__`, `__shared__` and local arrays, which no
+/// allocation's bounds cover; the shim answers the calls of both), debug lines
 /// (to name the source line of an access), `-O1` (as sanitizers are usually built: it
 /// compiles in two thirds of `-O2`'s time, and the checks' calls dominate the run time anyway),
 /// the shim's checked half, and static locals initialized without atomic guards (checked
 /// launches of a library run one at a time, and the guards' atomics would be calls no runtime
 /// answers).
-const CHECKED_FLAGS: [&str; 6] = [
+const CHECKED_FLAGS: [&str; 7] = [
     "-fsanitize=thread",
+    "-fsanitize=bounds",
     "-g",
     "-O1",
     "-DKUSARI_EMU_CHECKED",

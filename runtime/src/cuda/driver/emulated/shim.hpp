@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <setjmp.h>
 #include <dlfcn.h>
@@ -24,7 +25,7 @@
 // named like a C library function (`index`, `sync`) is the one called, not the library's.
 #define KUSARI_EMU_EXPORT __attribute__((visibility("default")))
 // The shim's own code is never instrumented by the checked build (see KUSARI_EMU_CHECKED).
-#define KUSARI_EMU_SHIM __attribute__((no_sanitize_thread))
+#define KUSARI_EMU_SHIM __attribute__((no_sanitize_thread, no_sanitize("bounds")))
 
 #define __global__
 #define __device__
@@ -99,14 +100,18 @@ struct Access {
 struct Report {
   int what;                  // 1 race, 2 uninitialized read, 3 out of bounds, 4 signal,
                              // 5 a write to memory only pointers to const address,
-                             // 6 an allocation without race shadow (`offset`: its bytes)
+                             // 6 an allocation without race shadow (`offset`: its bytes),
+                             // 7 an index outside an array of fixed size (`address`: the
+                             // array type's name, a string of the library; `offset`: the
+                             // index; `signal`: 1 a signed index, 2 unsigned, 0 unknown;
+                             // `line`: the source line)
   int space;                 // 0 a parameter's allocation, 1 __shared__, 2 extern __shared__, 3 other
   int param;
   int size;                  // bytes accessed
   long long offset;          // from the start of the allocation or shared memory
   unsigned long long address;
   int signal;
-  int pad;
+  int line;                  // 7: the source line
   Access now, before;        // `before`: the other access of a race
 };
 
@@ -326,12 +331,16 @@ KUSARI_EMU_SHIM static inline size_t granules(unsigned long long start, size_t l
                                               unsigned int shift) {
   return (size_t)(((start + len + (1u << shift) - 1) >> shift) - (start >> shift)) + 1;
 }
-enum { kReached = 64 };            // allocations a launch may reach through stored pointers
+// An allocation the kernel reached through a pointer stored in memory, with its race shadow.
+struct Reached {
+  Range range;
+  Cell* cells;
+};
 
 struct Checker {
   unsigned long long lib_base;
   unsigned long long tls_lo, tls_hi;   // this thread's `__shared__` variables (the TLS block)
-  Cell* range_cells[64];               // per range, when races are checked
+  Cell** range_cells;                  // per range (the launch's nranges), races checked
   Cell* tls_cells;                     // [tls_lo, tls_hi)
   Cell* dyn_cells;                     // the dynamic shared buffer
   unsigned long long* shared_init;     // a bit a byte: TLS block, then the dynamic buffer
@@ -353,13 +362,14 @@ struct Checker {
   size_t lane_bytes;
   bool lanes_used;
   // The allocations the kernel reached through pointers stored in memory (no parameter points
-  // into them), each looked up at its first access (see `reached`), with their race shadows;
-  // and the pages no allocation holds (the threads' stacks, the library's own variables),
-  // remembered by page number + 1 in a slot per page number modulo 64, so that their accesses
-  // ask the host's table of allocations once.
-  Range reached[kReached];
-  Cell* reached_cells[kReached];
-  unsigned int nreached;
+  // into them), each looked up at its first access (see `reached`), with their race shadows,
+  // sorted by `lo` (as many as the launch reaches; the table grows); and the pages no
+  // allocation holds (the threads' stacks, the library's own variables), remembered by page
+  // number + 1 in a slot per page number modulo 64, so that their accesses ask the host's table
+  // of allocations once.
+  Reached* reached;
+  size_t nreached, reached_cap;
+  size_t last_reached;             // the one the last such access found (loops stay on one)
   unsigned long long not_device[64];
   unsigned long long shadow_left;  // of the launch's `shadow_budget`
 };
@@ -449,14 +459,17 @@ KUSARI_EMU_SHIM static void begin_checks(Launch* l) {
     c.lane_seen = c.lane_clock ? c.lane_clock + warps * 32 : nullptr;
     c.lanes_used = false;
     c.shadow_left = l->shadow_budget;
-    for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
+    c.range_cells = l->nranges ? new (std::nothrow) Cell*[l->nranges] : nullptr;
+    for (unsigned int i = 0; c.range_cells && i < l->nranges; ++i) {
       const Range& r = l->ranges[i];
       // A read-only range needs no race shadow: reads do not race with reads.
       c.range_cells[i] = r.readonly ? nullptr : shadow(r);
     }
+    if (l->nranges && !c.range_cells) fail("out of host memory for the race check");
   }
   c.touched_len = 0;
   c.nreached = 0;
+  c.last_reached = 0;
   memset(c.not_device, 0, sizeof c.not_device);
   c.nfast = 0;
   for (unsigned int i = 0; i < l->nranges && c.nfast < 8; ++i) {
@@ -493,16 +506,15 @@ KUSARI_EMU_SHIM static void end_checks(Launch* l) {
     c.tls_cells = c.dyn_cells = nullptr;
     unmap(c.lane_clock, c.lane_bytes);
     c.lane_clock = c.lane_seen = nullptr;
-    for (unsigned int i = 0; i < l->nranges && i < 64; ++i) {
+    for (unsigned int i = 0; c.range_cells && i < l->nranges; ++i)
       unmap(c.range_cells[i], shadow_bytes(l->ranges[i]));
-      c.range_cells[i] = nullptr;
-    }
+    delete[] c.range_cells;
+    c.range_cells = nullptr;
   }
-  for (unsigned int i = 0; i < c.nreached; ++i) {
-    unmap(c.reached_cells[i], shadow_bytes(c.reached[i]));
-    c.reached_cells[i] = nullptr;
-  }
-  c.nreached = 0;
+  for (size_t i = 0; i < c.nreached; ++i) unmap(c.reached[i].cells, shadow_bytes(c.reached[i].range));
+  free(c.reached);
+  c.reached = nullptr;
+  c.nreached = c.reached_cap = 0;
   delete[] c.touched;
   c.touched = nullptr;
   c.touched_cap = c.touched_len = 0;
@@ -678,28 +690,55 @@ KUSARI_EMU_SHIM static void set_bit(unsigned long long* bits, size_t i) {
 
 // The allocation holding `a` that no parameter points into, which the kernel reached through a
 // pointer stored in memory (an array of pointers), with its race shadow in `cells`; null when
-// no allocation holds `a` (a thread's stack, the library's own variables) or the launch has
-// already reached as many as it tracks.
+// no allocation holds `a` (a thread's stack, the library's own variables). The launch's table
+// of them is searched by halves, the last one found first.
 KUSARI_EMU_SHIM static const Range* reached(unsigned long long a, Cell** cells) {
   Checker& c = checker;
-  for (unsigned int i = 0; i < c.nreached; ++i) {
-    if (a >= c.reached[i].lo && a < c.reached[i].end) {
-      *cells = c.reached_cells[i];
-      return &c.reached[i];
+  if (c.last_reached < c.nreached) {
+    const Reached& last = c.reached[c.last_reached];
+    if (a >= last.range.lo && a < last.range.end) {
+      *cells = last.cells;
+      return &last.range;
     }
+  }
+  size_t lo = 0, hi = c.nreached;  // the first one starting past `a`
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (c.reached[mid].range.lo <= a) lo = mid + 1; else hi = mid;
+  }
+  if (lo > 0 && a < c.reached[lo - 1].range.end) {
+    c.last_reached = lo - 1;
+    *cells = c.reached[lo - 1].cells;
+    return &c.reached[lo - 1].range;
   }
   const unsigned long long page = a / kPage;
   unsigned long long& not_device = c.not_device[page % 64];
   const Launch* l = self()->launch;
-  if (not_device == page + 1 || !l->lookup || c.nreached == kReached) return nullptr;
-  Range& r = c.reached[c.nreached];
+  if (not_device == page + 1 || !l->lookup) return nullptr;
+  Range r;
   if (!l->lookup(a, &r)) {
     not_device = page + 1;
     return nullptr;
   }
-  c.reached_cells[c.nreached] = (l->checks & kCheckRaces) ? shadow(r) : nullptr;
-  *cells = c.reached_cells[c.nreached];
-  return &c.reached[c.nreached++];
+  if (c.nreached == c.reached_cap) {
+    const size_t cap = c.reached_cap ? 2 * c.reached_cap : 16;
+    Reached* grown = (Reached*)realloc(c.reached, cap * sizeof(Reached));
+    if (!grown) {
+      fail("out of host memory for the allocations the kernel reached through stored pointers");
+      abort_launch();
+    }
+    c.reached = grown;
+    c.reached_cap = cap;
+  }
+  // Allocations do not overlap, so `lo` is where it goes.
+  memmove(c.reached + lo + 1, c.reached + lo, (c.nreached - lo) * sizeof(Reached));
+  ++c.nreached;
+  Reached& made = c.reached[lo];
+  made.range = r;
+  made.cells = (l->checks & kCheckRaces) ? shadow(r) : nullptr;
+  c.last_reached = lo;
+  *cells = made.cells;
+  return &made.range;
 }
 
 // One access of `size` bytes at `p` by the running thread; `kind` 0 read, 1 write, 2 atomic.
@@ -745,7 +784,7 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
       if (l->ranges[mid].lo <= a) lo = mid + 1; else hi = mid;
     }
     const Range* found = lo > 0 && a < l->ranges[lo - 1].end ? &l->ranges[lo - 1] : nullptr;
-    Cell* found_cells = found && lo - 1 < 64 ? c.range_cells[lo - 1] : nullptr;
+    Cell* found_cells = found && c.range_cells ? c.range_cells[lo - 1] : nullptr;
     if (!found) found = reached(a, &found_cells);
     if (!found) return;
     const Range& r = *found;
@@ -1332,6 +1371,64 @@ extern "C" KUSARI_EMU_SHIM void __tsan_func_exit(void*) {}
 extern "C" KUSARI_EMU_SHIM void __tsan_init() {}
 extern "C" KUSARI_EMU_SHIM void __tsan_vptr_update(void**, void*) {}
 extern "C" KUSARI_EMU_SHIM void __tsan_vptr_read(void**) {}
+
+// The bounds instrumentation (`-fsanitize=bounds`): an index into an array whose size the type
+// gives (`__constant__ float c[16]`, `__shared__ float s[256]`, `float acc[4]`, a row of
+// `float tile[16][17]`) outside [0, size) calls this, with what the compiler knows (the same
+// layout for GCC and Clang), before the access happens.
+namespace kusari_emu {
+struct UbsanType {
+  unsigned short kind;  // 0: an integer
+  unsigned short info;  // integers: bit 0 signed, the rest log2 of the width in bits
+  char name[1];         // NUL-terminated, quoted: 'float [16]'
+};
+struct UbsanOutOfBounds {
+  const char* file;
+  unsigned int line, column;
+  const UbsanType* array;
+  const UbsanType* index;
+};
+// The index as a 64-bit value (`handle` holds integers up to the pointer's width), and whether
+// its type is signed; false when it is wider.
+KUSARI_EMU_SHIM static bool ubsan_index(const UbsanType* t, uintptr_t handle, long long* out,
+                                        bool* is_signed) {
+  if (t->kind != 0) return false;
+  const unsigned int bits = 1u << (t->info >> 1);
+  *is_signed = t->info & 1;
+  if (bits > 64) return false;
+  unsigned long long v = handle;
+  if (bits < 64) {
+    v &= (1ull << bits) - 1;
+    if (*is_signed && (v >> (bits - 1))) v |= ~0ull << bits;
+  }
+  *out = (long long)v;
+  return true;
+}
+KUSARI_EMU_SHIM static void index_out_of_bounds(const UbsanOutOfBounds* d, uintptr_t index,
+                                                void* ret) {
+  Launch* l = self()->launch;
+  if (!l || !(l->checks & kCheckBounds) || !self()->abort_to) return;
+  if (Report* r = new_report(7)) {
+    long long value = 0;
+    bool is_signed = true;
+    r->signal = ubsan_index(d->index, index, &value, &is_signed) ? (is_signed ? 1 : 2) : 0;
+    r->offset = value;
+    r->address = (unsigned long long)d->array->name;
+    r->line = (int)d->line;
+    r->now.pc = (unsigned int)((unsigned long long)ret - checker.lib_base - 1);
+  }
+  abort_launch();
+}
+}  // namespace kusari_emu
+extern "C" KUSARI_EMU_SHIM void __ubsan_handle_out_of_bounds(void* data, uintptr_t index) {
+  kusari_emu::index_out_of_bounds((const kusari_emu::UbsanOutOfBounds*)data, index,
+                                  __builtin_return_address(0));
+}
+extern "C" KUSARI_EMU_SHIM void __ubsan_handle_out_of_bounds_abort(void* data, uintptr_t index) {
+  kusari_emu::index_out_of_bounds((const kusari_emu::UbsanOutOfBounds*)data, index,
+                                  __builtin_return_address(0));
+  __builtin_trap();
+}
 #endif
 
 namespace kusari_emu {
