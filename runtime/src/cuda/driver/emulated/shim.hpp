@@ -511,7 +511,8 @@ KUSARI_EMU_SHIM static void end_checks(Launch* l) {
     delete[] c.range_cells;
     c.range_cells = nullptr;
   }
-  for (size_t i = 0; i < c.nreached; ++i) unmap(c.reached[i].cells, shadow_bytes(c.reached[i].range));
+  for (size_t i = 0; i < c.nreached; ++i)
+    unmap(c.reached[i].cells, shadow_bytes(c.reached[i].range));
   free(c.reached);
   c.reached = nullptr;
   c.nreached = c.reached_cap = 0;
