@@ -623,6 +623,15 @@ fn assert_shared_race(e: &str, element: usize, writer: u32, reader: u32) {
     );
 }
 
+/// Asserts that `e` names two writes of the racing element, by threads 1 and 0 of block 0.
+fn assert_threads_0_and_1_wrote(e: &str) {
+    assert!(
+        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
+            && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
+        "{e}"
+    );
+}
+
 /// Kernels that reach their arrays through a table of pointers in device memory: `fill`
 /// stores two arrays' addresses in `table`; `sum_through` adds element `t + shift` of the
 /// first to element `t` of the second; `write_through` has every thread write element 0 of the
@@ -692,11 +701,7 @@ fn memory_reached_through_pointers_stored_in_memory_is_checked() {
         e.contains(reached) && e.contains("element 0 (4-byte elements)"),
         "{e}"
     );
-    assert!(
-        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
-            && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
-        "{e}"
-    );
+    assert_threads_0_and_1_wrote(&e);
     // One thread writing it is no race, and what it wrote counts as written.
     kernel("write_through")
         .launch(1u32, 1u32, &[(&both).into()])
@@ -964,11 +969,7 @@ fn every_allocation_a_kernel_reaches_through_stored_pointers_is_checked_however_
         e.contains(&format!("data race on {}, element 0", reached(99))),
         "{e}"
     );
-    assert!(
-        e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
-            && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
-        "{e}"
-    );
+    assert_threads_0_and_1_wrote(&e);
 }
 
 #[test]
@@ -1009,10 +1010,6 @@ fn races_through_any_of_a_kernel_s_many_pointer_parameters_are_caught() {
             )),
             "{e}"
         );
-        assert!(
-            e.contains("thread (1, 0, 0) of block (0, 0, 0) wrote it")
-                && e.contains("thread (0, 0, 0) of block (0, 0, 0) wrote it"),
-            "{e}"
-        );
+        assert_threads_0_and_1_wrote(&e);
     }
 }

@@ -337,6 +337,21 @@ struct Reached {
   Cell* cells;
 };
 
+KUSARI_EMU_SHIM static inline const Range& range_of(const Range& r) { return r; }
+KUSARI_EMU_SHIM static inline const Range& range_of(const Reached& r) { return r.range; }
+
+// The index of the first of `n` allocations sorted by `lo` (the launch's ranges, or those it
+// reached) that starts past `a`: the one before it is the only one that may hold `a`.
+template <typename T>
+KUSARI_EMU_SHIM static inline size_t first_past(const T* sorted, size_t n, unsigned long long a) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (range_of(sorted[mid]).lo <= a) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
 struct Checker {
   unsigned long long lib_base;
   unsigned long long tls_lo, tls_hi;   // this thread's `__shared__` variables (the TLS block)
@@ -702,11 +717,7 @@ KUSARI_EMU_SHIM static const Range* reached(unsigned long long a, Cell** cells) 
       return &last.range;
     }
   }
-  size_t lo = 0, hi = c.nreached;  // the first one starting past `a`
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (c.reached[mid].range.lo <= a) lo = mid + 1; else hi = mid;
-  }
+  const size_t lo = first_past(c.reached, c.nreached, a);
   if (lo > 0 && a < c.reached[lo - 1].range.end) {
     c.last_reached = lo - 1;
     *cells = c.reached[lo - 1].cells;
@@ -779,11 +790,7 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
     base = c.tls_lo;
   } else {
     // The allocation whose accessible pages hold `a`.
-    unsigned int lo = 0, hi = l->nranges;
-    while (lo < hi) {
-      const unsigned int mid = (lo + hi) / 2;
-      if (l->ranges[mid].lo <= a) lo = mid + 1; else hi = mid;
-    }
+    const size_t lo = first_past(l->ranges, l->nranges, a);
     const Range* found = lo > 0 && a < l->ranges[lo - 1].end ? &l->ranges[lo - 1] : nullptr;
     Cell* found_cells = found && c.range_cells ? c.range_cells[lo - 1] : nullptr;
     if (!found) found = reached(a, &found_cells);
