@@ -635,7 +635,7 @@ fn assert_threads_0_and_1_wrote(e: &str) {
 /// Kernels that reach their arrays through a table of pointers in device memory: `fill`
 /// stores two arrays' addresses in `table`; `sum_through` adds element `t + shift` of the
 /// first to element `t` of the second; `write_through` has every thread write element 0 of the
-/// second.
+/// second; `odds_through` has thread `t` write element `2t + 1` of the first.
 const THROUGH_TABLE: &str = r#"
 extern "C" __global__ void fill(float* a, float* b, float** table) {
     if (threadIdx.x == 0) {
@@ -650,7 +650,29 @@ extern "C" __global__ void sum_through(float* const* table, float* out, int shif
 extern "C" __global__ void write_through(float* const* table) {
     table[1][0] = (float)threadIdx.x;
 }
+extern "C" __global__ void odds_through(float* const* table) {
+    table[0][2 * threadIdx.x + 1] = -(float)threadIdx.x;
+}
 "#;
+
+/// A kernel of [`THROUGH_TABLE`].
+fn through(name: &str) -> RawKernel {
+    RawKernel::new(THROUGH_TABLE, name).unwrap()
+}
+
+/// A table in device memory holding the addresses of `a` and `b` (stored by a kernel).
+fn table_of(a: &Array, b: &Array) -> Array {
+    let table = on_gpu(&Array::zeros(&[2], DType::U64).unwrap());
+    through("fill")
+        .launch(1u32, 1u32, &[a.into(), b.into(), (&table).into()])
+        .unwrap();
+    table
+}
+
+/// `sum_through` of `table`, shifted by `shift`, into `out` (4 elements).
+fn sum_through(table: &Array, out: &Array, shift: i32) -> kusari::Result<()> {
+    through("sum_through").launch(1u32, 4u32, &[table.into(), out.into(), shift.into()])
+}
 
 #[test]
 fn memory_reached_through_pointers_stored_in_memory_is_checked() {
@@ -658,22 +680,12 @@ fn memory_reached_through_pointers_stored_in_memory_is_checked() {
         return;
     }
     let _checks = sanitizer::scoped(Checks::ALL);
-    let kernel = |name| RawKernel::new(THROUGH_TABLE, name).unwrap();
     let a_values = [1.0, 2.0, 3.0, 4.0];
     let b_values = [10.0, 20.0, 30.0, 40.0];
     let (a, b) = (on_gpu(&f32s(&a_values)), on_gpu(&f32s(&b_values)));
-    let table = |a: &Array, b: &Array| {
-        let table = on_gpu(&Array::zeros(&[2], DType::U64).unwrap());
-        kernel("fill")
-            .launch(1u32, 1u32, &[a.into(), b.into(), (&table).into()])
-            .unwrap();
-        table
-    };
     let out = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
-    let sum = |table: &Array, shift: i32| {
-        kernel("sum_through").launch(1u32, 4u32, &[table.into(), (&out).into(), shift.into()])
-    };
-    let both = table(&a, &b);
+    let sum = |table: &Array, shift: i32| sum_through(table, &out, shift);
+    let both = table_of(&a, &b);
     sum(&both, 0).unwrap();
     let want: Vec<f32> = a_values.iter().zip(&b_values).map(|(x, y)| x + y).collect();
     assert_eq!(out.to_vec::<f32>().unwrap(), want);
@@ -687,7 +699,7 @@ fn memory_reached_through_pointers_stored_in_memory_is_checked() {
     assert!(e.contains("thread (0, 0, 0) of block (0, 0, 0)"), "{e}");
     // An array whose odd elements nothing wrote, read through the table.
     let evens = EVENS.call().arg(&a).run().unwrap().remove(0);
-    let e = failure(sum(&table(&evens, &b), 0));
+    let e = failure(sum(&table_of(&evens, &b), 0));
     assert!(e.contains("read of uninitialized memory"), "{e}");
     assert!(
         e.contains(reached) && e.contains("element 1 (4-byte elements)"),
@@ -695,7 +707,7 @@ fn memory_reached_through_pointers_stored_in_memory_is_checked() {
     );
     assert!(e.contains("thread (1, 0, 0) of block (0, 0, 0)"), "{e}");
     // Two threads writing one element through the table.
-    let e = failure(kernel("write_through").launch(1u32, 2u32, &[(&both).into()]));
+    let e = failure(through("write_through").launch(1u32, 2u32, &[(&both).into()]));
     assert!(e.contains("data race on the allocation at"), "{e}");
     assert!(
         e.contains(reached) && e.contains("element 0 (4-byte elements)"),
@@ -703,10 +715,53 @@ fn memory_reached_through_pointers_stored_in_memory_is_checked() {
     );
     assert_threads_0_and_1_wrote(&e);
     // One thread writing it is no race, and what it wrote counts as written.
-    kernel("write_through")
+    through("write_through")
         .launch(1u32, 1u32, &[(&both).into()])
         .unwrap();
     assert_eq!(b.to_vec::<f32>().unwrap()[0], 0.0);
+}
+
+#[test]
+fn an_unchecked_launch_may_have_written_what_its_thread_allocated_before() {
+    if !emulated("an_unchecked_launch_may_have_written_what_its_thread_allocated_before") {
+        return;
+    }
+    let _checks = sanitizer::scoped(Checks::ALL);
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let b = on_gpu(&f32s(&[10.0, 20.0, 30.0, 40.0]));
+    let out = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
+    let sum = |table: &Array| sum_through(table, &out, 0);
+    // The odd elements of `evens` are written by a launch without checks, which reaches them
+    // only through the table: the checked read after it must not call them unwritten.
+    let evens = EVENS
+        .call()
+        .arg(&on_gpu(&f32s(&x)))
+        .run()
+        .unwrap()
+        .remove(0);
+    let table = table_of(&evens, &b);
+    {
+        let _off = sanitizer::scoped(Checks::NONE);
+        through("odds_through")
+            .launch(1u32, 2u32, &[(&table).into()])
+            .unwrap();
+    }
+    sum(&table).unwrap();
+    assert_eq!(
+        out.to_vec::<f32>().unwrap(),
+        [1.0 + 10.0, 20.0 - 0.0, 3.0 + 30.0, 40.0 - 1.0]
+    );
+    // What the thread allocates after that launch is tracked again: its unwritten odd elements,
+    // read through a table, are found.
+    let fresh = EVENS
+        .call()
+        .arg(&on_gpu(&f32s(&x)))
+        .run()
+        .unwrap()
+        .remove(0);
+    let e = failure(sum(&table_of(&fresh, &b)));
+    assert!(e.contains("read of uninitialized memory"), "{e}");
+    assert!(e.contains("element 1 (4-byte elements)"), "{e}");
 }
 
 /// Writes only the even elements of its new output.

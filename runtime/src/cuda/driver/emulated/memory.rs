@@ -15,11 +15,12 @@
 //! - Copies and GEMM operands are checked against the allocation they address.
 //! - For the sanitizer's initialization check, an allocation made while it is on keeps a bit a
 //!   byte: written since it was made ([`mark_written`], [`mark_all_written`], and the checked
-//!   kernels themselves through [`extent`]).
+//!   kernels themselves through [`extent`]), until its thread launches a kernel without checks
+//!   ([`unchecked_launch`]), which may write it through a pointer stored in memory.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::cuda::driver::types::{DevicePtr, DriverResult};
 
@@ -35,9 +36,44 @@ struct Allocation {
     map_len: usize,
     bytes: usize,
     ordinal: usize,
-    /// A bit a byte: written since it was made (by a kernel, copy or memset), when the
-    /// initialization check was on as it was made; `None`: not tracked (counts as written).
-    written: Option<Box<[AtomicU64]>>,
+    /// Which bytes were written, when the initialization check was on as it was made; `None`:
+    /// not tracked (counts as written).
+    written: Option<Written>,
+}
+
+/// A bit a byte of an allocation: written since it was made (by a kernel, copy or memset).
+struct Written {
+    bits: Box<[AtomicU64]>,
+    /// The launches without checks of the thread that made the allocation, and their number
+    /// when it was made: once that thread has launched a kernel without checks, which may have
+    /// written any byte of the allocation through a pointer stored in memory, the bits no
+    /// longer say what was written and every byte counts as written.
+    maker: Arc<AtomicU64>,
+    made_at: u64,
+}
+
+impl Allocation {
+    /// Its written bits while they say which bytes were written (see [`Written::maker`]).
+    fn written_bits(&self) -> Option<&[AtomicU64]> {
+        let w = self.written.as_ref()?;
+        (w.maker.load(Ordering::SeqCst) == w.made_at).then_some(&*w.bits)
+    }
+}
+
+thread_local! {
+    /// This thread's launches without checks while some allocation tracked its written bytes.
+    static UNCHECKED_LAUNCHES: Arc<AtomicU64> = Arc::new(AtomicU64::new(0));
+}
+
+/// Notes that this thread launches a kernel without checks. What it writes is not known: the
+/// allocations it receives are marked written by the caller ([`mark_all_written`]), and every
+/// allocation this thread made before counts as written from now on, as the kernel may reach
+/// any of them through a pointer stored in memory (the thread that made an allocation is the
+/// one that ordinarily hands its address around). Costs nothing per allocation.
+pub(crate) fn unchecked_launch() {
+    if TRACKING.load(Ordering::Relaxed) {
+        UNCHECKED_LAUNCHES.with(|n| n.fetch_add(1, Ordering::SeqCst));
+    }
 }
 
 #[derive(Default)]
@@ -128,7 +164,12 @@ pub(crate) fn alloc(ordinal: usize, bytes: usize) -> DriverResult<DevicePtr> {
     unsafe { std::ptr::write_bytes(start as *mut u8, POISON, bytes) };
     let written = super::checks::tracks_initialization().then(|| {
         TRACKING.store(true, Ordering::Relaxed);
-        (0..bytes.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
+        let maker = UNCHECKED_LAUNCHES.with(Arc::clone);
+        Written {
+            bits: (0..bytes.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            made_at: maker.load(Ordering::SeqCst),
+            maker,
+        }
     });
     let mut s = lock();
     s.live_bytes += bytes;
@@ -210,7 +251,8 @@ pub(crate) struct Extent {
     pub(crate) lo: u64,
     pub(crate) start: u64,
     pub(crate) end: u64,
-    /// Its written bits, or null when not tracked or every byte is written (then no read of it
+    /// Its written bits, or null when not tracked, when its thread has launched a kernel
+    /// without checks since it was made, or when every byte is written (then no read of it
     /// needs checking). They live as long as the allocation.
     pub(crate) written: *mut u64,
 }
@@ -242,7 +284,7 @@ fn extent_of(start: DevicePtr, a: &Allocation) -> Extent {
         lo: (a.base + page_size()) as u64,
         start,
         end: start + a.bytes as u64,
-        written: match &a.written {
+        written: match a.written_bits() {
             Some(w) if !all_set(w, a.bytes) => w.as_ptr() as *mut u64,
             _ => std::ptr::null_mut(),
         },
@@ -274,7 +316,9 @@ pub(crate) fn mark_written(ptr: DevicePtr, len: usize) {
     let Some((&start, a)) = s.live.range(..=ptr).next_back() else {
         return;
     };
-    let Some(bits) = &a.written else { return };
+    let Some(bits) = a.written_bits() else {
+        return;
+    };
     let from = (ptr - start) as usize;
     let to = (from + len).min(a.bytes);
     for i in from..to {
@@ -295,7 +339,7 @@ pub(crate) fn mark_all_written(ptr: DevicePtr) {
     let s = lock();
     if let Some((&start, a)) = s.live.range(..=ptr).next_back()
         && ptr <= start + a.bytes as u64
-        && let Some(bits) = &a.written
+        && let Some(bits) = a.written_bits()
     {
         for w in bits.iter() {
             w.store(u64::MAX, Ordering::Relaxed);

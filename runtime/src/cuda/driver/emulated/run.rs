@@ -471,7 +471,10 @@ impl Kernel {
             .filter(|&(_, p)| p != 0)
             .collect();
         if !checks.any() {
-            // What an unchecked kernel writes is not known: its allocations count as written.
+            // What an unchecked kernel writes is not known: its allocations count as written,
+            // and so does every allocation this thread made (reachable through pointers
+            // stored in memory).
+            memory::unchecked_launch();
             for &(_, p) in &pointers {
                 memory::mark_all_written(p);
             }
