@@ -818,10 +818,11 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
   }
   const unsigned long long key =
       ((self()->block_linear << 10) | thread_linear()) + 1;
-  if ((l->checks & kCheckInit) && init) {
+  // Writes are recorded whatever the checks, for a later launch's initialization check.
+  if (init && (kind != 0 || (l->checks & kCheckInit))) {
     for (unsigned int b = 0; b < size; ++b) {
       const size_t at = (size_t)offset + b;
-      if (kind != 1 && !bit(init, at)) {
+      if ((l->checks & kCheckInit) && kind != 1 && !bit(init, at)) {
         finding(2, space, param, offset, a, (int)size, kind, pc);
         break;  // reported (in report mode): once an access
       }
