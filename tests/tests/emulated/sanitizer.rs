@@ -731,6 +731,8 @@ fn what_launches_without_the_init_check_wrote_is_not_called_unwritten() {
     let b = on_gpu(&f32s(&[10.0, 20.0, 30.0, 40.0]));
     let out = on_gpu(&Array::zeros(&[4], DType::F32).unwrap());
     let sum = |table: &Array| sum_through(table, &out, 0);
+    // `x` at even elements and `odds_through`'s `-t` at odd ones, plus `b`.
+    let want = [1.0 + 10.0, -0.0 + 20.0, 3.0 + 30.0, -1.0 + 40.0];
     // The odd elements of `evens` are written by a launch without checks, which reaches them
     // only through the table: the checked read after it must not call them unwritten.
     let evens = EVENS
@@ -747,10 +749,7 @@ fn what_launches_without_the_init_check_wrote_is_not_called_unwritten() {
             .unwrap();
     }
     sum(&table).unwrap();
-    assert_eq!(
-        out.to_vec::<f32>().unwrap(),
-        [1.0 + 10.0, 20.0 - 0.0, 3.0 + 30.0, 40.0 - 1.0]
-    );
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
     // What the thread allocates after that launch is tracked again: its unwritten odd elements,
     // read through a table, are found.
     let fresh = EVENS
@@ -783,7 +782,7 @@ fn what_launches_without_the_init_check_wrote_is_not_called_unwritten() {
         .launch(1u32, 2u32, &[(&fresh_table).into()])
         .unwrap();
     sum(&fresh_table).unwrap();
-    assert_eq!(out.to_vec::<f32>().unwrap(), [11.0, 20.0, 33.0, 39.0]);
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
 }
 
 /// Writes only the even elements of its new output.

@@ -72,7 +72,8 @@ thread_local! {
 /// one that ordinarily hands its address around). Costs nothing per allocation.
 pub(crate) fn unchecked_launch() {
     if TRACKING.load(Ordering::Relaxed) {
-        UNCHECKED_LAUNCHES.with(|n| n.fetch_add(1, Ordering::SeqCst));
+        // A thread whose thread-locals are being destroyed has no allocations left to mark.
+        let _ = UNCHECKED_LAUNCHES.try_with(|n| n.fetch_add(1, Ordering::SeqCst));
     }
 }
 
@@ -162,9 +163,12 @@ pub(crate) fn alloc(ordinal: usize, bytes: usize) -> DriverResult<DevicePtr> {
     let start = base + page + data - bytes;
     // SAFETY: `start..start + bytes` lies in the writable data pages.
     unsafe { std::ptr::write_bytes(start as *mut u8, POISON, bytes) };
-    let written = super::checks::tracks_initialization().then(|| {
+    // A thread whose thread-locals are being destroyed makes untracked memory.
+    let maker = super::checks::tracks_initialization()
+        .then(|| UNCHECKED_LAUNCHES.try_with(Arc::clone).ok())
+        .flatten();
+    let written = maker.map(|maker| {
         TRACKING.store(true, Ordering::Relaxed);
-        let maker = UNCHECKED_LAUNCHES.with(Arc::clone);
         Written {
             bits: (0..bytes.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             made_at: maker.load(Ordering::SeqCst),
