@@ -818,8 +818,9 @@ KUSARI_EMU_SHIM static void on_access(const void* p, unsigned int size, int kind
   }
   const unsigned long long key =
       ((self()->block_linear << 10) | thread_linear()) + 1;
-  // Writes are recorded whatever the checks, for a later launch's initialization check.
-  if (init && (kind != 0 || (l->checks & kCheckInit))) {
+  // Writes to an allocation are recorded whatever the checks, for a later launch's
+  // initialization check (shared memory lives only as long as its block).
+  if (init && ((l->checks & kCheckInit) || (kind != 0 && space == 0))) {
     for (unsigned int b = 0; b < size; ++b) {
       const size_t at = (size_t)offset + b;
       if ((l->checks & kCheckInit) && kind != 1 && !bit(init, at)) {
